@@ -1,0 +1,129 @@
+"""The enforcer and per-subject access, kept in step with casbin_rule.
+
+Policies live in casbin_rule of memory.db and are loaded through the SQLAlchemy
+adapter. Any change to that table, by the API, the CLI or an import, bumps
+meta.policy_version (a trigger does it), and every request compares that number
+with the one its enforcer was loaded at: a change made either way takes effect
+on the next request of a running server.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import casbin
+from sqlalchemy import ColumnElement, Connection, Engine, select
+from sqlalchemy.sql.elements import KeyedColumnElement
+from sqlalchemy_adapter import Adapter
+
+from app.acl.compile import read_predicate
+from app.acl.model import (
+    ADMIN,
+    CASBIN_MODEL,
+    EVERYONE,
+    ObjectPattern,
+    Resource,
+    object_match,
+    parse_object,
+)
+from app.db.tables import meta
+
+
+def build_enforcer(engine: Engine) -> casbin.Enforcer:
+    model = casbin.model.Model()
+    model.load_model_from_text(CASBIN_MODEL)
+    # The table is created by the migrations, never by the adapter.
+    adapter = Adapter(engine, create_table=False)
+    enforcer = casbin.Enforcer(model, adapter)
+    enforcer.add_function("objectMatch", object_match)
+    return enforcer
+
+
+def _fields(rule: list[str]) -> tuple[str, str, str, str]:
+    sub, obj, act, eft = [*rule, "", "", "", ""][:4]
+    return sub, obj, act, eft or "allow"
+
+
+def policy_version(conn: Connection) -> int:
+    value = conn.execute(select(meta.c.value).where(meta.c.key == "policy_version")).scalar()
+    return int(value or 0)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one subject may do, as seen by one loaded enforcer."""
+
+    subject: str
+    enforcer: casbin.Enforcer = field(repr=False)
+
+    @cached_property
+    def principals(self) -> frozenset[str]:
+        """The subject, `everyone`, and every role either holds (transitively)."""
+        names = {self.subject, EVERYONE}
+        for name in (self.subject, EVERYONE):
+            names.update(self.enforcer.get_implicit_roles_for_user(name))
+        return frozenset(names)
+
+    @cached_property
+    def roles(self) -> list[str]:
+        return sorted(self.principals - {self.subject})
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN in self.principals
+
+    def rules(self, action: str) -> list[tuple[ObjectPattern, str]]:
+        found = []
+        for rule in self.enforcer.get_policy():
+            sub, obj, act, eft = _fields(rule)
+            if sub in self.principals and act == action:
+                try:
+                    found.append((parse_object(obj), eft))
+                except Exception:
+                    continue  # a malformed stored rule grants nothing (see object_match)
+        return found
+
+    def permissions(self) -> list[dict[str, str]]:
+        rows = []
+        for rule in self.enforcer.get_policy():
+            sub, obj, act, eft = _fields(rule)
+            if sub in self.principals:
+                rows.append({"subject": sub, "object": obj, "action": act, "effect": eft})
+        return rows
+
+    def read_clause(
+        self, fact_id: KeyedColumnElement[int], path_id: KeyedColumnElement[int]
+    ) -> ColumnElement[bool]:
+        """The WHERE fragment that keeps only the facts this subject may read."""
+        return read_predicate(self.rules("read"), fact_id, path_id)
+
+    def can(self, action: str, resource: Resource) -> bool:
+        return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
+
+
+class AccessControl:
+    """Holds the enforcer; reloads it when casbin_rule changed since it was loaded."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._enforcer: casbin.Enforcer | None = None
+        self._version = -1
+
+    def for_subject(self, conn: Connection, subject: str) -> Access:
+        return Access(subject, self.current(conn))
+
+    def current(self, conn: Connection) -> casbin.Enforcer:
+        version = policy_version(conn)
+        enforcer = self._enforcer
+        if enforcer is not None and version == self._version:
+            return enforcer
+        with self._lock:
+            if self._enforcer is None or version != self._version:
+                # Build a fresh enforcer and swap it in whole: requests already
+                # holding the old one finish with a consistent view.
+                fresh = build_enforcer(self._engine)
+                self._enforcer, self._version = fresh, version
+            return self._enforcer

@@ -1,0 +1,152 @@
+"""The Casbin model (built into the code), policy lines, and object matching.
+
+A request object is a *resource*: the node a fact (or path) sits at, plus its
+effective tags. A policy object names a node (`path:/a/b`), a subtree with its
+own root (`path:/a/b/*`), or an attribute (`tag:key=value`). A deny beats every
+allow, and no policy means no access. Every authenticated subject is a member of
+the role `everyone` without a `g` line of its own (SPEC: Access control).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.errors import InvalidInput
+
+EVERYONE = "everyone"
+ADMIN = "admin"
+ACTIONS = ("read", "write", "delete")
+EFFECTS = ("allow", "deny")
+
+CASBIN_MODEL = """
+[request_definition]
+r = sub, obj, act
+
+[policy_definition]
+p = sub, obj, act, eft
+
+[role_definition]
+g = _, _
+
+[policy_effect]
+e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
+
+[matchers]
+m = (g(r.sub, p.sub) || g("everyone", p.sub)) && r.act == p.act && objectMatch(r.obj, p.obj)
+"""
+
+SEGMENT = r"[a-z0-9][a-z0-9._-]{0,63}"
+_PATH_OBJECT = re.compile(rf"^path:(/|(?:/{SEGMENT})+)(/\*)?$")
+_ROOT_SUBTREE = "path:/*"
+TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+TAG_VALUE = re.compile(r"^[^\s=,]{1,256}$")
+_TAG_OBJECT = re.compile(r"^tag:([^=\s,]+)=([^\s=,]+)$")
+SUBJECT = re.compile(r"^[^\s=,]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What a request is about: a node of the tree and its effective tags."""
+
+    path: str
+    tags: Mapping[str, str]
+
+    def encode(self) -> str:
+        # Casbin passes request values through as they are; one line per attribute
+        # is unambiguous because neither paths nor tags may hold whitespace.
+        lines = [f"path:{self.path}"]
+        lines += [f"tag:{k}={v}" for k, v in sorted(self.tags.items())]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ObjectPattern:
+    kind: str  # "node", "subtree" or "tag"
+    path: str = ""  # for node and subtree: the folded path ("/" for the root)
+    key: str = ""
+    value: str = ""
+
+    def matches(self, path: str, tags: Mapping[str, str]) -> bool:
+        if self.kind == "tag":
+            return tags.get(self.key) == self.value
+        if self.kind == "node":
+            return path == self.path
+        return self.path == "/" or path == self.path or path.startswith(self.path + "/")
+
+
+def parse_object(obj: str) -> ObjectPattern:
+    """Parse a policy object; refuse anything that is not one of the three forms."""
+    if obj == _ROOT_SUBTREE:
+        return ObjectPattern("subtree", "/")
+    match = _PATH_OBJECT.match(obj)
+    if match:
+        path, star = match.group(1), match.group(2)
+        if path == "/" and not star:
+            return ObjectPattern("node", "/")
+        return ObjectPattern("subtree" if star else "node", path)
+    match = _TAG_OBJECT.match(obj)
+    if match and TAG_KEY.match(match.group(1)) and TAG_VALUE.match(match.group(2)):
+        return ObjectPattern("tag", key=match.group(1), value=match.group(2))
+    raise InvalidInput(
+        f"policy object {obj!r} is not one of path:/a/b, path:/a/b/* or tag:key=value "
+        "(paths in lowercase, tag values without space, '=' or ',')"
+    )
+
+
+def object_match(request_obj: str, policy_obj: str) -> bool:
+    """Casbin matcher function: does the encoded resource fall under the policy object?"""
+    lines = request_obj.split("\n")
+    path = lines[0].removeprefix("path:")
+    tags = dict(line.removeprefix("tag:").split("=", 1) for line in lines[1:])
+    try:
+        pattern = parse_object(policy_obj)
+    except InvalidInput:
+        return False  # a malformed stored rule grants nothing
+    return pattern.matches(path, tags)
+
+
+@dataclass(frozen=True)
+class PolicyLine:
+    """A policy line as the seed writes it: `p, alice, path:/a/*, read, allow` or `g, alice, r`."""
+
+    ptype: str
+    values: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return ", ".join((self.ptype, *self.values))
+
+    def as_dict(self) -> dict[str, object]:
+        return {"line": str(self), "ptype": self.ptype, "values": list(self.values)}
+
+
+def parse_policy_line(line: str) -> PolicyLine:
+    parts = [part.strip() for part in line.split(",")]
+    ptype = parts[0] if parts else ""
+    values = tuple(parts[1:])
+    if ptype == "p":
+        if len(values) != 4:
+            raise InvalidInput("a p line has four fields: p, SUBJECT, OBJECT, ACTION, EFFECT")
+        subject, obj, action, effect = values
+        _check_subject(subject)
+        parse_object(obj)
+        if action not in ACTIONS:
+            raise InvalidInput(f"policy action {action!r} is not one of {', '.join(ACTIONS)}")
+        if effect not in EFFECTS:
+            raise InvalidInput(f"policy effect {effect!r} is not allow or deny")
+    elif ptype == "g":
+        if len(values) != 2:
+            raise InvalidInput("a g line has two fields: g, SUBJECT, ROLE")
+        for name in values:
+            _check_subject(name)
+    else:
+        raise InvalidInput(f"a policy line starts with p or g, not {ptype!r}")
+    return PolicyLine(ptype, values)
+
+
+def _check_subject(name: str) -> None:
+    if not SUBJECT.match(name):
+        raise InvalidInput(
+            f"subject {name!r} must be 1 to 128 characters with no space, '=' or ','"
+        )

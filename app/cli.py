@@ -1,0 +1,301 @@
+"""The `embornal` command: the local owner, acting as subject `default` on memory.db.
+
+Every command calls the same services as the HTTP routers. A user error prints
+one line on stderr and exits 1; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from app.dirs import Dirs, move_legacy_files, resolve_dirs
+from app.errors import EmbornalError
+from app.runtime import Runtime, open_runtime
+from app.services import facts as fact_service
+from app.services import paths as path_service
+from app.services import policies as policy_service
+from app.services.embedding import embed_for_store
+from app.settings import Settings, load_settings
+
+app = typer.Typer(
+    help="embornal: a memory of small facts for AI agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+memory_app = typer.Typer(help="Store, read and search facts.", no_args_is_help=True)
+policy_app = typer.Typer(help="Manage access policy lines (Casbin).", no_args_is_help=True)
+token_app = typer.Typer(help="Issue tokens signed with the local key.", no_args_is_help=True)
+model_app = typer.Typer(help="The embedding model.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+app.add_typer(policy_app, name="policy")
+app.add_typer(token_app, name="token")
+app.add_typer(model_app, name="model")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+class State:
+    dirs: Dirs
+    settings: Settings | None = None
+
+
+state = State()
+
+
+@app.callback()
+def _startup() -> None:
+    """Every command first moves files an older build left in ~/.embornal."""
+    state.dirs = resolve_dirs()
+    home = Path.home()
+    for line in move_legacy_files(state.dirs, home):
+        typer.echo(line, err=True)
+
+
+def settings() -> Settings:
+    if state.settings is None:
+        state.settings = load_settings(state.dirs)
+    return state.settings
+
+
+@contextmanager
+def runtime(load_model: bool = False) -> Iterator[Runtime]:
+    rt = open_runtime(settings(), load_model=load_model)
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(type(value).__name__)
+
+
+def emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, default=_default, indent=2, ensure_ascii=False))
+
+
+def show_fact(fact: dict[str, Any]) -> None:
+    tags = " ".join(f"{k}={v}" for k, v in fact["effective_tags"].items())
+    flags = []
+    if fact["deleted_at"]:
+        flags.append("deleted")
+    if fact["superseded_by_id"]:
+        flags.append(f"superseded by #{fact['superseded_by_id']}")
+    extra = f" ({', '.join(flags)})" if flags else ""
+    typer.echo(
+        f"#{fact['id']} {fact['path']}  strength {fact['strength']:.2f}  "
+        f"stability {fact['stability_days']:.1f}d  recalls {fact['recall_count']}{extra}"
+    )
+    typer.echo(f"  {fact['content']}")
+    if tags:
+        typer.echo(f"  [{tags}]")
+
+
+def parse_tag_options(values: list[str] | None) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for text in values or []:
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise EmbornalError(f"--tag {text!r} must be key=value")
+        tags[key] = value
+    return tags
+
+
+# --- top level ---------------------------------------------------------------
+
+
+@app.command("paths")
+def paths_command(as_json: JsonOpt = False) -> None:
+    """Print where config.yaml, memory.db and the model weights live."""
+    dirs = state.dirs
+    places = {
+        "config": dirs.config_file,
+        "database": settings().database_path,
+        "weights": dirs.weights_dir,
+    }
+    if as_json:
+        emit_json(places)
+        return
+    for name, place in places.items():
+        typer.echo(f"{name:<9} {place}")
+
+
+@app.command("migrate")
+def migrate_command() -> None:
+    """Bring the schema of memory.db to head (serve does it too)."""
+    with runtime():
+        typer.echo(f"memory at {settings().database_path} is at the head revision")
+
+
+# --- memory ------------------------------------------------------------------
+
+
+@memory_app.command("store")
+def memory_store(
+    path: Annotated[str, typer.Argument(help="Topic path, e.g. /projects/embornal")],
+    text: Annotated[str, typer.Argument(help="The fact: one small statement")],
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable)")] = None,
+    supersedes: Annotated[int | None, typer.Option(help="Id of the fact this corrects")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store a fact."""
+    item = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
+    with runtime(load_model=True) as rt:
+        vectors = embed_for_store(rt.embedder, [item.content])
+        with rt.writing() as (conn, ctx):
+            fact = fact_service.store_fact(conn, ctx, item, vector=vectors[0])
+    emit_json(fact) if as_json else show_fact(fact)
+
+
+@memory_app.command("get")
+def memory_get(
+    fact_id: Annotated[int, typer.Argument(help="Fact id")],
+    peek: Annotated[bool, typer.Option(help="Read without counting a recall")] = False,
+    include_deleted: Annotated[bool, typer.Option(help="Show a deleted fact too")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read one fact by id (a recall, unless --peek)."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        fact = fact_service.get_fact(
+            conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
+        )
+    emit_json(fact) if as_json else show_fact(fact)
+
+
+@memory_app.command("recall")
+def memory_recall(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """Recall a fact explicitly: its stability grows."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        fact = fact_service.recall_fact(conn, ctx, fact_id)
+    emit_json(fact) if as_json else show_fact(fact)
+
+
+@memory_app.command("show")
+def memory_show(
+    path: Annotated[str, typer.Argument(help="A path; / is the root")] = "/",
+    sort: Annotated[str, typer.Option(help="created or strength")] = "created",
+    limit: Annotated[int, typer.Option(help="At most this many facts (1-100)")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Browse a path: its tags, children and facts (not a recall)."""
+    if sort not in ("created", "strength"):
+        raise EmbornalError("--sort must be created or strength")
+    with runtime() as rt, rt.reading() as (conn, ctx):
+        node = path_service.describe_path(conn, ctx, path)
+        listing = fact_service.list_facts(
+            conn, ctx, under=node["path"], sort=sort, limit=limit  # type: ignore[arg-type]
+        )
+        here = [f for f in listing["facts"] if f["path"] == node["path"]]
+    if as_json:
+        emit_json({**node, "facts": here})
+        return
+    tags = " ".join(f"{k}={v}" for k, v in node["effective_tags"].items())
+    typer.echo(f"{node['path']}  ({node['fact_count']} facts){'  [' + tags + ']' if tags else ''}")
+    for child in node["children"]:
+        typer.echo(f"  {child['path']}/  ({child['fact_count']} facts)")
+    for fact in here:
+        show_fact(fact)
+
+
+@memory_app.command("history")
+def memory_history(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
+    """The supersede chain of a fact, oldest first."""
+    with runtime() as rt, rt.reading() as (conn, ctx):
+        chain = fact_service.history(conn, ctx, fact_id)
+    if as_json:
+        emit_json({"facts": chain})
+        return
+    for fact in chain:
+        show_fact(fact)
+
+
+@memory_app.command("delete")
+def memory_delete(fact_id: Annotated[int, typer.Argument()]) -> None:
+    """Delete a fact (it stays in history)."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        fact_service.delete_fact(conn, ctx, fact_id)
+    typer.echo(f"deleted #{fact_id}")
+
+
+@memory_app.command("tag")
+def memory_tag(
+    path: Annotated[str, typer.Argument()],
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value to set")] = None,
+    remove: Annotated[list[str] | None, typer.Option("--remove", help="key to remove")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set or remove tags on a path (facts below inherit them, nearest wins)."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        for key in remove or []:
+            path_service.remove_path_tag(conn, ctx, path, key)
+        node = path_service.set_path_tags(conn, ctx, path, parse_tag_options(tag))
+    if as_json:
+        emit_json(node)
+    else:
+        typer.echo(f"{node['path']}  tags: {node['tags']}")
+
+
+# --- policies ----------------------------------------------------------------
+
+
+@policy_app.command("list")
+def policy_list(as_json: JsonOpt = False) -> None:
+    """List the policy lines."""
+    with runtime() as rt, rt.reading() as (conn, ctx):
+        lines = policy_service.list_policies(conn, ctx)
+    if as_json:
+        emit_json({"policies": [line.as_dict() for line in lines]})
+        return
+    for line in lines:
+        typer.echo(str(line))
+
+
+@policy_app.command("add")
+def policy_add(line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')]) -> None:
+    """Add a policy line."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        added = policy_service.add_policy(conn, ctx, line)
+    typer.echo(f"added: {added}")
+
+
+@policy_app.command("remove")
+def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
+    """Remove a policy line."""
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        removed = policy_service.remove_policy(conn, ctx, line)
+    typer.echo(f"removed: {removed}")
+
+
+def main() -> None:
+    """Entry point: run the command; turn user errors into one line and exit 1."""
+    try:
+        app(standalone_mode=False)
+    except EmbornalError as exc:
+        typer.echo(f"error: {exc.detail}", err=True)
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

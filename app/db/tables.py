@@ -1,0 +1,118 @@
+"""Core Table objects for the schema that the Alembic migrations create.
+
+The migrations are the source of truth (they also create what Core cannot
+express: FTS5 and vec0 virtual tables, triggers and views); these objects let
+services build queries. Times are UNIX seconds (REAL) so that strength can be
+ordered and filtered in SQL; the API shows them as RFC 3339 UTC.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    column,
+    table,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ROOT_PATH_ID = 1
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String, primary_key=True),
+    Column("value", String, nullable=False),
+)
+
+paths = Table(
+    "paths",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("parent_id", Integer, ForeignKey("paths.id"), nullable=True),
+    Column("name", String, nullable=False),
+    # The folded full path; paths are never renamed, so it never goes stale.
+    Column("path", String, nullable=False, unique=True),
+    Column("created_at", Float, nullable=False),
+)
+
+# Every (ancestor, descendant) pair, each node its own ancestor at depth 0.
+# A trigger on paths keeps it; it makes subtree and nearest-tag queries flat joins.
+path_closure = Table(
+    "path_closure",
+    metadata,
+    Column("ancestor_id", Integer, ForeignKey("paths.id"), primary_key=True),
+    Column("descendant_id", Integer, ForeignKey("paths.id"), primary_key=True),
+    Column("depth", Integer, nullable=False),
+)
+
+facts = Table(
+    "facts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("path_id", Integer, ForeignKey("paths.id"), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("owner", String, nullable=False),
+    Column("supersedes_id", Integer, ForeignKey("facts.id"), nullable=True, unique=True),
+    Column("deleted_at", Float, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("last_recall_at", Float, nullable=True),
+    Column("recall_count", Integer, nullable=False, default=0),
+    Column("stability_days", Float, nullable=False, default=1.0),
+    # float32 little-endian, the bytes vec0 takes; NULL while waiting for a model.
+    Column("embedding", LargeBinary, nullable=True),
+)
+
+fact_tags = Table(
+    "fact_tags",
+    metadata,
+    Column("fact_id", Integer, ForeignKey("facts.id"), primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("value", String, nullable=False),
+)
+
+path_tags = Table(
+    "path_tags",
+    metadata,
+    Column("path_id", Integer, ForeignKey("paths.id"), primary_key=True),
+    Column("key", String, primary_key=True),
+    Column("value", String, nullable=False),
+)
+
+casbin_rule = Table(
+    "casbin_rule",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("ptype", String(255)),
+    Column("v0", String(255)),
+    Column("v1", String(255)),
+    Column("v2", String(255)),
+    Column("v3", String(255)),
+    Column("v4", String(255)),
+    Column("v5", String(255)),
+)
+
+# Views and virtual tables, created by the migrations with op.execute.
+effective_path_tags = table(
+    "effective_path_tags", column("path_id"), column("key"), column("value"), column("depth")
+)
+effective_fact_tags = table(
+    "effective_fact_tags", column("fact_id"), column("key"), column("value"), column("source")
+)
+facts_fts = table("facts_fts", column("rowid"), column("content"), column("rank"))
+facts_vec = table("facts_vec", column("fact_id"), column("embedding"), column("distance"))

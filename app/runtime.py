@@ -1,0 +1,81 @@
+"""Open the memory the way every entry point does: settings, engine, schema, rules, model.
+
+The CLI and the HTTP app both start here, so a width disagreement or a config
+mistake stops either one the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine
+
+from app.acl.enforcer import AccessControl
+from app.db import migrate
+from app.db.engine import make_engine, read_transaction, write_transaction
+from app.services.context import Context
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.embeddings.base import Embedder
+
+log = logging.getLogger(__name__)
+LOCAL_SUBJECT = "default"
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: Engine
+    access: AccessControl
+    embedder: Embedder | None = None
+    model_problem: str | None = None  # why there is no embedder, for readiness
+    model_load_seconds: float | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def context(self, conn: Connection, subject: str) -> Context:
+        return Context(
+            subject=subject,
+            access=self.access.for_subject(conn, subject),
+            limits=self.settings.limits,
+            embedder=self.embedder,
+        )
+
+    @contextmanager
+    def writing(self, subject: str = LOCAL_SUBJECT) -> Iterator[tuple[Connection, Context]]:
+        with write_transaction(self.engine) as conn:
+            yield conn, self.context(conn, subject)
+
+    @contextmanager
+    def reading(self, subject: str = LOCAL_SUBJECT) -> Iterator[tuple[Connection, Context]]:
+        with read_transaction(self.engine) as conn:
+            yield conn, self.context(conn, subject)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_engine(settings: Settings) -> Engine:
+    return make_engine(
+        settings.database_path,
+        busy_timeout_ms=settings.database.busy_timeout_ms,
+        cache_size_mb=settings.database.cache_size_mb,
+    )
+
+
+def open_runtime(settings: Settings, *, load_model: bool = False) -> Runtime:
+    """Migrate to head, check the vector width, and (optionally) load the model once."""
+    engine = open_engine(settings)
+    migrate.upgrade(engine, settings.embedding.width)
+    runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
+    with read_transaction(engine) as conn:
+        migrate.check_width(conn, settings.embedding.width)
+    if load_model:
+        from app.services.embedding import attach_model
+
+        attach_model(runtime, download=False)
+    return runtime

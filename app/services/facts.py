@@ -1,0 +1,428 @@
+"""Facts: store, read, recall, supersede, delete, history and listing.
+
+Every read goes through the subject's read clause (app.acl.compile): a fact the
+subject may not read does not exist for it (NotFound, never Forbidden). Changes
+ask the enforcer about the object written. Nothing here commits: the caller's
+transaction makes a store of a fact, its tags, its FTS row and its vector one
+atomic write.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from app.acl.compile import object_predicate
+from app.acl.model import ObjectPattern, Resource
+from app.db.tables import effective_fact_tags, fact_tags, facts, facts_vec, paths
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.services import paths as path_service
+from app.services.context import Context
+from app.services.strength import (
+    NEW_FACT_STABILITY_DAYS,
+    SECONDS_PER_DAY,
+    decay_sql,
+    last_touch,
+    recall_values,
+    strength,
+)
+from app.services.validation import (
+    OWNER_KEY,
+    check_content,
+    check_tags,
+    fold_path,
+    parse_tag_filter,
+)
+from app.services.visibility import current_only, readable
+
+LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
+MAX_LIMIT = 100
+Sort = Literal["created", "strength"]
+
+
+@dataclass(frozen=True)
+class NewFact:
+    path: str
+    content: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    supersedes_id: int | None = None
+
+
+def _time(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value is not None else None
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
+    links: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for raw in LINK.findall(content):
+        try:
+            path = fold_path(raw)
+        except InvalidInput:
+            continue  # not a path: the text stays as written, there is no link
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            path_service.describe_path(conn, ctx, path)
+            exists = True
+        except NotFound:
+            exists = False
+        links.append({"path": path, "exists": exists})
+    return links
+
+
+def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The full JSON-ready view of facts the caller already knows are readable, in order."""
+    if not ids:
+        return []
+    now = ctx.clock()
+    rows = {
+        row.id: row
+        for row in conn.execute(
+            select(facts, paths.c.path)
+            .join(paths, paths.c.id == facts.c.path_id)
+            .where(facts.c.id.in_(ids))
+        )
+    }
+    own: dict[int, dict[str, str]] = {i: {} for i in ids}
+    for fid, key, value in conn.execute(
+        select(fact_tags.c.fact_id, fact_tags.c.key, fact_tags.c.value).where(
+            fact_tags.c.fact_id.in_(ids)
+        )
+    ):
+        own[fid][key] = value
+    effective: dict[int, dict[str, str]] = {i: {} for i in ids}
+    for fid, key, value in conn.execute(
+        select(
+            effective_fact_tags.c.fact_id, effective_fact_tags.c.key, effective_fact_tags.c.value
+        ).where(effective_fact_tags.c.fact_id.in_(ids))
+    ):
+        effective[fid][key] = value
+    successor = facts.alias("successor")
+    successors = {
+        old: new
+        for old, new in conn.execute(
+            select(successor.c.supersedes_id, successor.c.id).where(
+                successor.c.supersedes_id.in_(ids),
+                ctx.access.read_clause(successor.c.id, successor.c.path_id),
+            )
+        )
+    }
+    out = []
+    for fid in ids:
+        row = rows.get(fid)
+        if row is None:
+            continue
+        elapsed_days = (now - last_touch(row.last_recall_at, row.created_at)) / SECONDS_PER_DAY
+        out.append(
+            {
+                "id": row.id,
+                "path": row.path,
+                "content": row.content,
+                "owner": row.owner,
+                "tags": dict(sorted(own[fid].items())),
+                "effective_tags": dict(sorted(effective[fid].items())),
+                "links": parse_links(conn, ctx, row.content),
+                "supersedes_id": row.supersedes_id,
+                "superseded_by_id": successors.get(fid),
+                "deleted_at": _time(row.deleted_at),
+                "created_at": _time(row.created_at),
+                "last_recall_at": _time(row.last_recall_at),
+                "recall_count": row.recall_count,
+                "stability_days": row.stability_days,
+                "strength": strength(elapsed_days, row.stability_days),
+                "embedded": row.embedding is not None,
+            }
+        )
+    return out
+
+
+def _readable_row(conn: Connection, ctx: Context, fact_id: int, *, include_deleted: bool) -> Any:
+    query = select(facts, paths.c.path).join(paths, paths.c.id == facts.c.path_id)
+    query = query.where(facts.c.id == fact_id, readable(ctx))
+    if not include_deleted:
+        query = query.where(facts.c.deleted_at.is_(None))
+    row = conn.execute(query).first()
+    if row is None:
+        raise NotFound(f"fact {fact_id} not found")
+    return row
+
+
+def recall(conn: Connection, ctx: Context, ids: Iterable[int]) -> None:
+    """Count a recall of each fact (seed's formula), atomically in one UPDATE."""
+    ids = list(ids)
+    if ids:
+        conn.execute(
+            update(facts)
+            .where(facts.c.id.in_(ids), facts.c.deleted_at.is_(None))
+            .values(**recall_values(ctx.clock()))
+        )
+
+
+def get_fact(
+    conn: Connection,
+    ctx: Context,
+    fact_id: int,
+    *,
+    peek: bool = False,
+    include_deleted: bool = False,
+) -> dict[str, Any]:
+    """Hand one fact to its reader: a recall unless `peek`."""
+    row = _readable_row(conn, ctx, fact_id, include_deleted=include_deleted)
+    if not peek and row.deleted_at is None:
+        recall(conn, ctx, [fact_id])
+    return hydrate(conn, ctx, [fact_id])[0]
+
+
+def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
+    """The whole supersede chain through `fact_id`, oldest first, deleted facts included."""
+    _readable_row(conn, ctx, fact_id, include_deleted=True)
+    back = select(facts.c.id, facts.c.supersedes_id).where(facts.c.id == fact_id)
+    back_cte = back.cte("back", recursive=True)
+    older = facts.alias("older")
+    back_cte = back_cte.union_all(
+        select(older.c.id, older.c.supersedes_id).where(older.c.id == back_cte.c.supersedes_id)
+    )
+    fwd_cte = select(facts.c.id).where(facts.c.id == fact_id).cte("fwd", recursive=True)
+    newer = facts.alias("newer")
+    fwd_cte = fwd_cte.union_all(select(newer.c.id).where(newer.c.supersedes_id == fwd_cte.c.id))
+    chain = select(back_cte.c.id).union(select(fwd_cte.c.id))
+    ids = (
+        conn.execute(
+            select(facts.c.id)
+            .where(facts.c.id.in_(chain), readable(ctx))
+            .order_by(facts.c.created_at, facts.c.id)
+        )
+        .scalars()
+        .all()
+    )
+    return hydrate(conn, ctx, ids)
+
+
+# --- writing -----------------------------------------------------------------
+
+
+def fact_resource(conn: Connection, path: str, own_tags: Mapping[str, str]) -> Resource:
+    """The object a write is about: its node, inherited tags under its own tags."""
+    inherited = path_service.path_resource(conn, path).tags
+    return Resource(path, {**inherited, **own_tags})
+
+
+def _existing_resource(conn: Connection, fact_id: int) -> Resource:
+    path = conn.execute(
+        select(paths.c.path).join(facts, facts.c.path_id == paths.c.id).where(facts.c.id == fact_id)
+    ).scalar_one()
+    tags = conn.execute(
+        select(effective_fact_tags.c.key, effective_fact_tags.c.value).where(
+            effective_fact_tags.c.fact_id == fact_id
+        )
+    )
+    return Resource(path, {k: v for k, v in tags})
+
+
+def validate_new_fact(item: NewFact, ctx: Context) -> NewFact:
+    """Fold and check one fact before anything is written."""
+    return NewFact(
+        path=fold_path(item.path),
+        content=check_content(item.content, ctx.limits.content_chars),
+        tags=check_tags(item.tags, ctx.limits.tags_per_fact),
+        supersedes_id=item.supersedes_id,
+    )
+
+
+def _prefix_errors(exc: InvalidInput, prefix: list[Any]) -> InvalidInput:
+    errors = [{**e, "loc": prefix + list(e.get("loc", []))} for e in exc.errors or []]
+    return InvalidInput(exc.detail, errors=errors or None)
+
+
+def store_facts(
+    conn: Connection,
+    ctx: Context,
+    items: Sequence[NewFact],
+    *,
+    vectors: Sequence[bytes | None] | None = None,
+    error_prefix: Sequence[Any] = (),
+) -> list[dict[str, Any]]:
+    """Store facts all or nothing; `vectors[i]` is the embedding of item i, or None.
+
+    The memory writes the owner column and the owner tag from the subject; a store
+    that carries an owner tag was refused by validation before anything was written.
+    """
+    checked = []
+    for index, item in enumerate(items):
+        try:
+            checked.append(validate_new_fact(item, ctx))
+        except InvalidInput as exc:
+            prefix = [*error_prefix, index] if len(items) > 1 or error_prefix else []
+            raise _prefix_errors(exc, prefix) if prefix else exc from None
+    now = ctx.clock()
+    ids = []
+    for index, item in enumerate(checked):
+        if item.supersedes_id is not None:
+            _check_supersede(conn, ctx, item.supersedes_id)
+        own_tags = {**item.tags, OWNER_KEY: ctx.subject}
+        if not ctx.access.can("write", fact_resource(conn, item.path, own_tags)):
+            raise Forbidden(f"{ctx.subject} may not write at {item.path}")
+        path_id = path_service.ensure_path(conn, item.path, now)
+        try:
+            fact_id = conn.execute(
+                insert(facts)
+                .values(
+                    path_id=path_id,
+                    content=item.content,
+                    owner=ctx.subject,
+                    supersedes_id=item.supersedes_id,
+                    created_at=now,
+                    recall_count=0,
+                    stability_days=NEW_FACT_STABILITY_DAYS,
+                )
+                .returning(facts.c.id)
+            ).scalar_one()
+        except IntegrityError:
+            raise Conflict(f"fact {item.supersedes_id} is already superseded") from None
+        conn.execute(
+            insert(fact_tags),
+            [{"fact_id": fact_id, "key": k, "value": v} for k, v in sorted(own_tags.items())],
+        )
+        vector = vectors[index] if vectors is not None else None
+        if vector is not None:
+            write_vector(conn, fact_id, vector)
+        ids.append(fact_id)
+    return hydrate(conn, ctx, ids)
+
+
+def store_fact(
+    conn: Connection, ctx: Context, item: NewFact, *, vector: bytes | None = None
+) -> dict[str, Any]:
+    return store_facts(conn, ctx, [item], vectors=[vector])[0]
+
+
+def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
+    """Superseding changes the old fact: it must be readable, current and writable."""
+    _readable_row(conn, ctx, old_id, include_deleted=False)
+    taken = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old_id)).scalar()
+    if taken is not None:
+        raise Conflict(f"fact {old_id} is already superseded")
+    if not ctx.access.can("write", _existing_resource(conn, old_id)):
+        raise Forbidden(f"{ctx.subject} may not supersede fact {old_id}")
+
+
+def write_vector(conn: Connection, fact_id: int, vector: bytes) -> None:
+    """Fill the embedding column and the vec0 row, in the caller's transaction."""
+    conn.execute(update(facts).where(facts.c.id == fact_id).values(embedding=vector))
+    conn.execute(facts_vec.delete().where(facts_vec.c.fact_id == fact_id))
+    conn.execute(facts_vec.insert().values(fact_id=fact_id, embedding=vector))
+
+
+def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:
+    """Set deleted_at; the fact drops out of everything but history."""
+    _readable_row(conn, ctx, fact_id, include_deleted=False)
+    if not ctx.access.can("delete", _existing_resource(conn, fact_id)):
+        raise Forbidden(f"{ctx.subject} may not delete fact {fact_id}")
+    conn.execute(update(facts).where(facts.c.id == fact_id).values(deleted_at=ctx.clock()))
+
+
+def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> dict[str, Any]:
+    return get_fact(conn, ctx, fact_id, peek=False)
+
+
+# --- listing -----------------------------------------------------------------
+
+
+def _encode_cursor(data: dict[str, Any]) -> str:
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, sort: str) -> dict[str, Any]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        if not isinstance(data, dict) or data.get("sort") != sort:
+            raise ValueError
+        int(data["id"])
+        float(data.get("key", 0))
+        float(data.get("now", 0))
+        return data
+    except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError):
+        message = "cursor is not one this listing gave out (or the sort changed)"
+        raise InvalidInput(message, errors=[{"loc": ["cursor"], "msg": message}]) from None
+
+
+def subtree_filter(raw_under: str | None) -> Any | None:
+    if not raw_under:
+        return None
+    under = fold_path(raw_under, field="under")
+    return object_predicate(ObjectPattern("subtree", under), facts.c.id, facts.c.path_id)
+
+
+def tag_filters(tags: Sequence[str] | None) -> list[Any]:
+    """Each `key=value` must hold among the fact's effective tags."""
+    filters = []
+    for text in tags or []:
+        key, value = parse_tag_filter(text)
+        pattern = ObjectPattern("tag", key=key, value=value)
+        filters.append(object_predicate(pattern, facts.c.id, facts.c.path_id))
+    return filters
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        message = f"limit must be between 1 and {MAX_LIMIT}"
+        raise InvalidInput(message, errors=[{"loc": ["limit"], "msg": message}])
+    return limit
+
+
+def list_facts(
+    conn: Connection,
+    ctx: Context,
+    *,
+    under: str | None = None,
+    tags: Sequence[str] | None = None,
+    sort: Sort = "created",
+    limit: int = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """Browse current facts (not a recall): newest first, or strongest first."""
+    check_limit(limit)
+    position = _decode_cursor(cursor, sort) if cursor else None
+    # A strength listing keeps the clock of its first page, so pages never overlap.
+    now = float(position["now"]) if position and sort == "strength" else ctx.clock()
+    query = select(facts.c.id).where(readable(ctx), current_only(), *tag_filters(tags))
+    scope = subtree_filter(under)
+    if scope is not None:
+        query = query.where(scope)
+    if sort == "strength":
+        decay = decay_sql(now)
+        query = query.add_columns(decay.label("key")).order_by(decay, facts.c.id)
+        if position:
+            key, last = float(position["key"]), int(position["id"])
+            query = query.where(or_(decay > key, and_(decay == key, facts.c.id > last)))
+    else:
+        query = query.order_by(facts.c.id.desc())
+        if position:
+            query = query.where(facts.c.id < int(position["id"]))
+    rows = conn.execute(query.limit(limit + 1)).all()
+    page, more = rows[:limit], len(rows) > limit
+    next_cursor = None
+    if more and page:
+        last_row = page[-1]
+        data: dict[str, Any] = {"sort": sort, "id": last_row.id}
+        if sort == "strength":
+            data |= {"key": last_row.key, "now": now}
+        next_cursor = _encode_cursor(data)
+    return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}

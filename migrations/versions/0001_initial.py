@@ -1,0 +1,305 @@
+"""The whole memory: paths, facts, tags, indexes, policies and the /memory facts.
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0001"
+down_revision: str | None = None
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+DEFAULT_WIDTH = 768
+
+# What an agent learns by reading /memory (seed: "The migration writes /memory").
+MEMORY_FACTS = [
+    "This memory is a wiki of small facts. Store one small statement at a time under a "
+    "path such as /projects/embornal; find facts again by keyword, by meaning, or by strength.",
+    "Paths are folded to lowercase. Each segment starts with a letter or digit and holds "
+    "letters, digits, '.', '_' and '-'. A path holds structure only: text about a path is a "
+    "fact of that path.",
+    "A fact never changes. To correct one, store a new fact with supersedes_id set to the old "
+    "fact's id; to remove one, delete it. The history of the chain stays readable.",
+    "Every fact has a strength, exp(-days since last recall / stability). Reading a fact by id "
+    "or through search is a recall and makes it stronger, most of all when it was almost "
+    "forgotten. Pass peek=true to read without a recall.",
+    "Tags are key=value pairs on facts and on paths. A fact inherits the tags of the paths "
+    "above it, the nearest winning, and its own tags beat inherited ones. The memory writes "
+    "the owner tag itself; a store that sets owner is refused.",
+    "Link to another topic by writing [[/some/path]] in a fact; the memory shows links parsed "
+    "when it shows the fact. Start exploring at [[/memory]].",
+    "Access is decided by policies such as 'p, alice, path:/work/*, read, allow' or "
+    "'p, alice, tag:owner=alice, read, allow'. A deny beats every allow; no policy means no "
+    "access. Facts tagged visibility=public are readable by every authenticated subject.",
+]
+
+DEFAULT_POLICIES = [
+    ("p", "default", "path:/*", "read", "allow"),
+    ("p", "default", "path:/*", "write", "allow"),
+    ("p", "default", "path:/*", "delete", "allow"),
+    ("p", "everyone", "tag:visibility=public", "read", "allow"),
+    ("g", "default", "admin", None, None),
+]
+
+
+def upgrade() -> None:
+    width = int(op.get_context().config.attributes.get("embedding_width", DEFAULT_WIDTH))
+    now = time.time()
+
+    op.create_table(
+        "meta",
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("value", sa.String(), nullable=False),
+    )
+    op.create_table(
+        "paths",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("parent_id", sa.Integer(), sa.ForeignKey("paths.id"), nullable=True),
+        sa.Column("name", sa.String(), nullable=False),
+        sa.Column("path", sa.String(), nullable=False, unique=True),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.CheckConstraint("(id = 1) = (parent_id IS NULL)", name="ck_paths_root"),
+    )
+    op.create_index("ix_paths_parent_id", "paths", ["parent_id", "name"], unique=True)
+    op.create_table(
+        "path_closure",
+        sa.Column("ancestor_id", sa.Integer(), sa.ForeignKey("paths.id"), primary_key=True),
+        sa.Column("descendant_id", sa.Integer(), sa.ForeignKey("paths.id"), primary_key=True),
+        sa.Column("depth", sa.Integer(), nullable=False),
+    )
+    op.create_index("ix_path_closure_descendant", "path_closure", ["descendant_id", "depth"])
+    op.create_table(
+        "facts",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("path_id", sa.Integer(), sa.ForeignKey("paths.id"), nullable=False),
+        sa.Column("content", sa.Text(), nullable=False),
+        sa.Column("owner", sa.String(), nullable=False),
+        sa.Column("supersedes_id", sa.Integer(), sa.ForeignKey("facts.id"), nullable=True),
+        sa.Column("deleted_at", sa.Float(), nullable=True),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.Column("last_recall_at", sa.Float(), nullable=True),
+        sa.Column("recall_count", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("stability_days", sa.Float(), nullable=False, server_default="1.0"),
+        sa.Column("embedding", sa.LargeBinary(), nullable=True),
+        sa.CheckConstraint("stability_days > 0", name="ck_facts_stability"),
+    )
+    op.create_index("ix_facts_path_id", "facts", ["path_id", "id"])
+    # A fact can be superseded once: the unique index is the rule.
+    op.create_index("ix_facts_supersedes_id", "facts", ["supersedes_id"], unique=True)
+    # The embedding queue (seed: "facts_pending_embedding_idx holds that queue").
+    op.execute("CREATE INDEX facts_pending_embedding_idx ON facts (id) WHERE embedding IS NULL")
+    op.create_table(
+        "fact_tags",
+        sa.Column("fact_id", sa.Integer(), sa.ForeignKey("facts.id"), primary_key=True),
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("value", sa.String(), nullable=False),
+    )
+    op.create_index("ix_fact_tags_key_value", "fact_tags", ["key", "value"])
+    op.create_table(
+        "path_tags",
+        sa.Column("path_id", sa.Integer(), sa.ForeignKey("paths.id"), primary_key=True),
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("value", sa.String(), nullable=False),
+    )
+    op.create_index("ix_path_tags_key_value", "path_tags", ["key", "value"])
+    op.create_table(
+        "casbin_rule",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("ptype", sa.String(255)),
+        sa.Column("v0", sa.String(255)),
+        sa.Column("v1", sa.String(255)),
+        sa.Column("v2", sa.String(255)),
+        sa.Column("v3", sa.String(255)),
+        sa.Column("v4", sa.String(255)),
+        sa.Column("v5", sa.String(255)),
+    )
+
+    # The closure of a new node: its parent's ancestors one level further, and itself.
+    op.execute(
+        """
+        CREATE TRIGGER paths_closure_ai AFTER INSERT ON paths BEGIN
+          INSERT INTO path_closure (ancestor_id, descendant_id, depth)
+            SELECT ancestor_id, NEW.id, depth + 1 FROM path_closure
+            WHERE descendant_id = NEW.parent_id;
+          INSERT INTO path_closure (ancestor_id, descendant_id, depth) VALUES (NEW.id, NEW.id, 0);
+        END
+        """
+    )
+    # A fact does not change (seed: "Facts"): only its recall state, deletion and embedding.
+    op.execute(
+        """
+        CREATE TRIGGER facts_immutable BEFORE UPDATE OF
+          id, path_id, content, owner, supersedes_id, created_at ON facts
+        BEGIN SELECT RAISE(ABORT, 'a fact does not change; supersede it'); END
+        """
+    )
+    op.execute(
+        """
+        CREATE TRIGGER fact_tags_immutable BEFORE UPDATE ON fact_tags
+        BEGIN SELECT RAISE(ABORT, 'the tags of a fact do not change'); END
+        """
+    )
+
+    # Nearest path tag wins: for each node and key, the tag of the closest ancestor
+    # (the node itself at depth 0).
+    op.execute(
+        """
+        CREATE VIEW effective_path_tags AS
+        SELECT c.descendant_id AS path_id, pt.key AS key, pt.value AS value, c.depth AS depth
+        FROM path_closure c JOIN path_tags pt ON pt.path_id = c.ancestor_id
+        WHERE c.depth = (
+          SELECT min(c2.depth) FROM path_closure c2
+          JOIN path_tags pt2 ON pt2.path_id = c2.ancestor_id AND pt2.key = pt.key
+          WHERE c2.descendant_id = c.descendant_id)
+        """
+    )
+    # A tag on the fact beats every tag it inherits (seed: "Tags and access control").
+    op.execute(
+        """
+        CREATE VIEW effective_fact_tags AS
+        SELECT ft.fact_id AS fact_id, ft.key AS key, ft.value AS value, 'fact' AS source
+        FROM fact_tags ft
+        UNION ALL
+        SELECT f.id, ept.key, ept.value, 'path'
+        FROM facts f JOIN effective_path_tags ept ON ept.path_id = f.path_id
+        WHERE NOT EXISTS (
+          SELECT 1 FROM fact_tags own WHERE own.fact_id = f.id AND own.key = ept.key)
+        """
+    )
+
+    # Keywords: external-content FTS5; the text stays in facts, triggers keep step.
+    op.execute(
+        """
+        CREATE VIRTUAL TABLE facts_fts USING fts5(
+          content, content='facts', content_rowid='id',
+          tokenize='porter unicode61 remove_diacritics 2')
+        """
+    )
+    op.execute(
+        """
+        CREATE TRIGGER facts_fts_ai AFTER INSERT ON facts BEGIN
+          INSERT INTO facts_fts (rowid, content) VALUES (NEW.id, NEW.content);
+        END
+        """
+    )
+    op.execute(
+        """
+        CREATE TRIGGER facts_fts_ad AFTER DELETE ON facts BEGIN
+          INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', OLD.id, OLD.content);
+        END
+        """
+    )
+    # Meaning: vec0 with cosine distance (its default is L2).
+    op.execute(
+        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
+        f"fact_id INTEGER PRIMARY KEY, embedding float[{width}] distance_metric=cosine)"
+    )
+
+    meta = sa.table("meta", sa.column("key"), sa.column("value"))
+    op.bulk_insert(
+        meta,
+        [
+            {"key": "embedding_width", "value": str(width)},
+            {"key": "policy_version", "value": "0"},
+        ],
+    )
+    # Every policy change, from any writer, bumps the version a running server polls.
+    for event in ("INSERT", "UPDATE", "DELETE"):
+        op.execute(
+            f"""
+            CREATE TRIGGER casbin_rule_version_{event.lower()} AFTER {event} ON casbin_rule
+            BEGIN
+              UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'policy_version';
+            END
+            """
+        )
+
+    paths = sa.table(
+        "paths",
+        sa.column("id"),
+        sa.column("parent_id"),
+        sa.column("name"),
+        sa.column("path"),
+        sa.column("created_at"),
+    )
+    op.bulk_insert(
+        paths,
+        [
+            {"id": 1, "parent_id": None, "name": "", "path": "/", "created_at": now},
+            {"id": 2, "parent_id": 1, "name": "memory", "path": "/memory", "created_at": now},
+        ],
+    )
+    facts = sa.table(
+        "facts",
+        sa.column("id"),
+        sa.column("path_id"),
+        sa.column("content"),
+        sa.column("owner"),
+        sa.column("created_at"),
+        sa.column("stability_days"),
+        sa.column("recall_count"),
+    )
+    fact_tags = sa.table("fact_tags", sa.column("fact_id"), sa.column("key"), sa.column("value"))
+    for number, content in enumerate(MEMORY_FACTS, start=1):
+        op.bulk_insert(
+            facts,
+            [
+                {
+                    "id": number,
+                    "path_id": 2,
+                    "content": content,
+                    "owner": "default",
+                    "created_at": now,
+                    "stability_days": 1.0,
+                    "recall_count": 0,
+                }
+            ],
+        )
+        op.bulk_insert(
+            fact_tags,
+            [
+                {"fact_id": number, "key": "owner", "value": "default"},
+                {"fact_id": number, "key": "visibility", "value": "public"},
+            ],
+        )
+
+    rules = sa.table(
+        "casbin_rule",
+        sa.column("ptype"),
+        sa.column("v0"),
+        sa.column("v1"),
+        sa.column("v2"),
+        sa.column("v3"),
+    )
+    op.bulk_insert(
+        rules,
+        [{"ptype": p, "v0": a, "v1": b, "v2": c, "v3": d} for p, a, b, c, d in DEFAULT_POLICIES],
+    )
+
+
+def downgrade() -> None:
+    for event in ("insert", "update", "delete"):
+        op.execute(f"DROP TRIGGER IF EXISTS casbin_rule_version_{event}")
+    for trigger in (
+        "facts_fts_ad",
+        "facts_fts_ai",
+        "fact_tags_immutable",
+        "facts_immutable",
+        "paths_closure_ai",
+    ):
+        op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    op.execute("DROP TABLE IF EXISTS facts_vec")
+    op.execute("DROP TABLE IF EXISTS facts_fts")
+    op.execute("DROP VIEW IF EXISTS effective_fact_tags")
+    op.execute("DROP VIEW IF EXISTS effective_path_tags")
+    for name in ("casbin_rule", "path_tags", "fact_tags", "facts", "path_closure", "paths", "meta"):
+        op.drop_table(name)
