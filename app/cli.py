@@ -14,8 +14,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
+
+try:  # typer >= 0.20 vendors click; its exceptions live there
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
@@ -170,9 +174,7 @@ def memory_get(
 ) -> None:
     """Read one fact by id (a recall, unless --peek)."""
     with runtime() as rt, rt.writing() as (conn, ctx):
-        fact = fact_service.get_fact(
-            conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
-        )
+        fact = fact_service.get_fact(conn, ctx, fact_id, peek=peek, include_deleted=include_deleted)
     emit_json(fact) if as_json else show_fact(fact)
 
 
@@ -196,9 +198,8 @@ def memory_show(
         raise EmbornalError("--sort must be created or strength")
     with runtime() as rt, rt.reading() as (conn, ctx):
         node = path_service.describe_path(conn, ctx, path)
-        listing = fact_service.list_facts(
-            conn, ctx, under=node["path"], sort=sort, limit=limit  # type: ignore[arg-type]
-        )
+        order: fact_service.Sort = "strength" if sort == "strength" else "created"
+        listing = fact_service.list_facts(conn, ctx, under=node["path"], sort=order, limit=limit)
         here = [f for f in listing["facts"] if f["path"] == node["path"]]
     if as_json:
         emit_json({**node, "facts": here})
@@ -265,7 +266,9 @@ def policy_list(as_json: JsonOpt = False) -> None:
 
 
 @policy_app.command("add")
-def policy_add(line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')]) -> None:
+def policy_add(
+    line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
+) -> None:
     """Add a policy line."""
     with runtime() as rt, rt.writing() as (conn, ctx):
         added = policy_service.add_policy(conn, ctx, line)
@@ -287,12 +290,15 @@ def main() -> None:
     except EmbornalError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         sys.exit(1)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(1)
-    except click.ClickException as exc:
+    except click_exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # `embornal memory` alone: the help, not an error
+        sys.exit(0)
+    except click_exceptions.ClickException as exc:
         typer.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(1)
 

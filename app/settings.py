@@ -56,7 +56,7 @@ class EmbeddingSettings(_Section):
 
 
 class AuthSettings(_Section):
-    algorithms: list[Algorithm] = Field(default_factory=lambda: ["HS256"])
+    algorithms: list[Algorithm] = Field(default_factory=lambda: list[Algorithm](["HS256"]))
     secret_file: Path | None = None
     public_key_file: Path | None = None
     jwks_url: str | None = None

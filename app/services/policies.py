@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, delete, insert, select
+from sqlalchemy import ColumnElement, Connection, and_, delete, insert, select
 
 from app.acl.model import PolicyLine, parse_policy_line
 from app.db.tables import casbin_rule
@@ -17,8 +17,8 @@ def _require_admin(ctx: Context) -> None:
         raise Forbidden("managing policies needs the admin role")
 
 
-def _match(line: PolicyLine) -> list[object]:
-    conditions: list[object] = [casbin_rule.c.ptype == line.ptype]
+def _match(line: PolicyLine) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [casbin_rule.c.ptype == line.ptype]
     conditions += [column == value for column, value in zip(_COLUMNS, line.values, strict=False)]
     return conditions
 

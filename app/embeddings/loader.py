@@ -1,0 +1,79 @@
+"""Turn settings into an embedder, and back the `embornal model pull|info` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.embeddings.base import Embedder, ModelUnavailable
+from app.embeddings.catalog import NO_MODEL, get_spec
+from app.embeddings.fetch import ensure_model_files, model_status
+from app.errors import ConfigError
+from app.settings import Settings
+
+
+def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | None:
+    """The configured model, loaded; None when embedding.model is "none".
+
+    Fetches missing files when settings allow it. Raises ConfigError for a name the
+    catalog doesn't know, ModelUnavailable (with a reason for readiness) when the
+    files can't be had or the model won't load.
+    """
+    name = settings.embedding.model
+    if name == NO_MODEL:
+        return None
+    spec = get_spec(name)
+    model_dir = ensure_model_files(spec, settings, progress=progress)
+    # Imported here so that `model info` and a server without a model skip onnxruntime.
+    from app.embeddings.onnx_embedder import OnnxEmbedder
+
+    try:
+        return OnnxEmbedder(
+            spec,
+            model_dir,
+            threads=settings.embedding.threads,
+            batch_size=settings.embedding.batch_size,
+        )
+    except Exception as exc:  # onnxruntime and tokenizers raise their own kinds
+        raise ModelUnavailable(
+            f"model '{name}' failed to load: {exc.__class__.__name__}: {exc}"
+        ) from exc
+
+
+def model_info(settings: Settings, name: str | None = None) -> dict[str, Any]:
+    """What `embornal model info` shows: the model, how it is used, and its files."""
+    name = name or settings.embedding.model
+    weights_dir = str(settings.dirs.weights_dir)
+    if name == NO_MODEL:
+        return {
+            "name": NO_MODEL,
+            "width": None,
+            "weights_dir": weights_dir,
+            "files": [],
+            "complete": True,
+            "description": "no model: facts are stored without embeddings",
+        }
+    spec = get_spec(name)
+    status = model_status(spec, settings)
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "width": spec.width,
+        "pooling": spec.pooling,
+        "query_prefix": spec.query_prefix,
+        "document_prefix": spec.document_prefix,
+        "max_tokens": spec.max_tokens,
+        "weights_dir": weights_dir,
+        "model_dir": status["dir"],
+        "complete": status["complete"],
+        "files": status["files"],
+    }
+
+
+def pull_model(settings: Settings, name: str | None = None, progress: bool = True) -> Path:
+    """Fetch and verify a model's files (downloading even when embedding.download is off)."""
+    name = name or settings.embedding.model
+    if name == NO_MODEL:
+        raise ConfigError("embedding.model is 'none': there is no model to pull; name one")
+    spec = get_spec(name)
+    return ensure_model_files(spec, settings, progress=progress, download=True)

@@ -1,0 +1,227 @@
+"""Fetching model files from a loopback HTTP server: success, resume, integrity, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from app.embeddings import fetch
+from app.embeddings.base import ModelUnavailable
+from app.embeddings.catalog import ModelSpec
+from app.embeddings.fetch import SIDECAR, ensure_model_files, model_status
+from tests.embeddings._support import FileServer, MakeSettings, Redirect
+from tests.onnx_factory import minilm_tokenizer_path, tiny_model_bytes, tiny_spec
+
+WIDTH = 32
+
+
+@pytest.fixture
+def spec() -> ModelSpec:
+    return tiny_spec("tiny-dl", WIDTH)
+
+
+@pytest.fixture
+def blobs() -> dict[str, bytes]:
+    return {
+        "model.onnx": tiny_model_bytes(WIDTH),
+        "tokenizer.json": minilm_tokenizer_path().read_bytes(),
+    }
+
+
+@pytest.fixture
+def served(file_server: FileServer, blobs: dict[str, bytes]) -> FileServer:
+    for name, data in blobs.items():
+        file_server.routes[f"/tiny/{name}"] = data
+    return file_server
+
+
+def _leftovers(model_dir: Path) -> list[str]:
+    return sorted(p.name for p in model_dir.iterdir() if p.name.endswith(".part"))
+
+
+def test_downloads_verifies_and_renames(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = ensure_model_files(spec, settings, progress=False)
+    assert model_dir == settings.dirs.weights_dir / "tiny-dl"
+    for name, data in blobs.items():
+        assert (model_dir / name).read_bytes() == data
+    assert _leftovers(model_dir) == []
+    assert (model_dir / SIDECAR).is_file()
+    assert [path for path, _ in served.requests] == ["/tiny/model.onnx", "/tiny/tokenizer.json"]
+    status = model_status(spec, settings)
+    assert status["complete"] is True
+    assert all(f["present"] and f["verified"] for f in status["files"])
+
+
+def test_follows_redirects_like_the_hub_does(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    served.routes["/cdn/blob"] = served.routes["/tiny/model.onnx"]
+    served.routes["/tiny/model.onnx"] = Redirect("/cdn/blob")
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = ensure_model_files(spec, settings, progress=False)
+    assert (model_dir / "model.onnx").read_bytes() == blobs["model.onnx"]
+
+
+def test_resumes_a_part_left_by_an_interrupted_run(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = settings.dirs.weights_dir / spec.name
+    model_dir.mkdir(parents=True)
+    half = len(blobs["model.onnx"]) // 2
+    (model_dir / "model.onnx.part").write_bytes(blobs["model.onnx"][:half])
+    ensure_model_files(spec, settings, progress=False)
+    assert (model_dir / "model.onnx").read_bytes() == blobs["model.onnx"]
+    assert ("/tiny/model.onnx", f"bytes={half}-") in served.requests
+    assert _leftovers(model_dir) == []
+
+
+def test_resume_when_the_server_ignores_ranges(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    served.honor_range = False
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = settings.dirs.weights_dir / spec.name
+    model_dir.mkdir(parents=True)
+    (model_dir / "model.onnx.part").write_bytes(blobs["model.onnx"][:1000])
+    ensure_model_files(spec, settings, progress=False)
+    assert (model_dir / "model.onnx").read_bytes() == blobs["model.onnx"]
+
+
+def test_a_stale_part_is_dropped_and_fetched_again(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = settings.dirs.weights_dir / spec.name
+    model_dir.mkdir(parents=True)
+    (model_dir / "model.onnx.part").write_bytes(b"x" * 100)  # from some other version
+    ensure_model_files(spec, settings, progress=False)
+    assert (model_dir / "model.onnx").read_bytes() == blobs["model.onnx"]
+    model_requests = [r for r in served.requests if r[0] == "/tiny/model.onnx"]
+    assert model_requests == [("/tiny/model.onnx", "bytes=100-"), ("/tiny/model.onnx", None)]
+
+
+def test_sha256_mismatch_raises_and_leaves_nothing(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    tampered = bytearray(blobs["model.onnx"])
+    tampered[-1] ^= 0xFF
+    served.routes["/tiny/model.onnx"] = bytes(tampered)
+    settings = make_settings(hub_url=served.url, download=True)
+    with pytest.raises(ModelUnavailable) as caught:
+        ensure_model_files(spec, settings, progress=False)
+    reason = caught.value.reason
+    assert "model.onnx" in reason
+    assert spec.file("model.onnx").sha256 in reason
+    assert hashlib.sha256(tampered).hexdigest() in reason
+    model_dir = settings.dirs.weights_dir / spec.name
+    assert not (model_dir / "model.onnx").exists()
+    assert _leftovers(model_dir) == []
+
+
+def test_a_longer_body_than_pinned_is_rejected(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    served.routes["/tiny/tokenizer.json"] = blobs["tokenizer.json"] + b"trailing junk"
+    settings = make_settings(hub_url=served.url, download=True)
+    with pytest.raises(ModelUnavailable, match=r"tokenizer\.json.*integrity"):
+        ensure_model_files(spec, settings, progress=False)
+    model_dir = settings.dirs.weights_dir / spec.name
+    assert not (model_dir / "tokenizer.json").exists()
+    assert _leftovers(model_dir) == []
+
+
+def test_http_404_is_a_clear_reason(
+    file_server: FileServer, spec: ModelSpec, make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=file_server.url, download=True)
+    with pytest.raises(ModelUnavailable) as caught:
+        ensure_model_files(spec, settings, progress=False)
+    reason = caught.value.reason
+    assert "HTTP 404" in reason
+    assert f"{file_server.url}/tiny/model.onnx" in reason
+    assert not (settings.dirs.weights_dir / spec.name / "model.onnx").exists()
+
+
+def test_unreachable_host_is_a_clear_reason(spec: ModelSpec, make_settings: MakeSettings) -> None:
+    settings = make_settings(download=True)  # hub_url: the closed discard port on loopback
+    with pytest.raises(
+        ModelUnavailable, match=re.escape("cannot download model.onnx from http://127.0.0.1:9/")
+    ):
+        ensure_model_files(spec, settings, progress=False)
+
+
+def test_downloads_off_means_no_request_and_a_hint(
+    served: FileServer, spec: ModelSpec, make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=served.url, download=False)
+    with pytest.raises(ModelUnavailable, match=r"model files missing.*run `embornal model pull`"):
+        ensure_model_files(spec, settings, progress=False)
+    assert served.requests == []
+    # An explicit pull overrides the setting.
+    ensure_model_files(spec, settings, progress=False, download=True)
+    assert model_status(spec, settings)["complete"] is True
+
+
+def test_verified_files_are_not_rehashed_or_fetched_again(
+    served: FileServer,
+    spec: ModelSpec,
+    make_settings: MakeSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    ensure_model_files(spec, settings, progress=False)
+    requests = len(served.requests)
+    hashed: list[Path] = []
+    real = fetch.sha256_file
+
+    def counting(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(fetch, "sha256_file", counting)
+    ensure_model_files(spec, settings, progress=False)
+    assert hashed == []
+    assert len(served.requests) == requests
+
+
+def test_a_changed_file_is_rehashed_and_replaced(
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    model_dir = ensure_model_files(spec, settings, progress=False)
+    target = model_dir / "model.onnx"
+    corrupted = bytearray(target.read_bytes())
+    corrupted[10] ^= 0xFF
+    target.write_bytes(bytes(corrupted))  # same size, new content
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    ensure_model_files(spec, settings, progress=False)
+    assert target.read_bytes() == blobs["model.onnx"]
+
+
+def test_progress_bar_goes_to_stderr(
+    served: FileServer,
+    spec: ModelSpec,
+    make_settings: MakeSettings,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = make_settings(hub_url=served.url, download=True)
+    ensure_model_files(spec, settings, progress=True)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "model.onnx" in err
+
+
+def test_status_of_a_missing_model(spec: ModelSpec, make_settings: MakeSettings) -> None:
+    status = model_status(spec, make_settings())
+    assert status["complete"] is False
+    assert [f["present"] for f in status["files"]] == [False, False]
+    assert status["files"][0]["source"] == "http://127.0.0.1:9/tiny/model.onnx"

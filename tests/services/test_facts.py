@@ -1,0 +1,264 @@
+"""The memory store through its services: paths, facts, tags, supersede, delete, history."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db.engine import write_transaction
+from app.db.tables import fact_tags, facts, facts_vec, paths
+from app.errors import Conflict, InvalidInput, NotFound
+from app.services import facts as fact_service
+from app.services import paths as path_service
+from app.services.context import Context
+from app.services.facts import NewFact
+
+
+def count(conn, table) -> int:
+    return conn.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def test_case_and_trailing_slash_fold_to_one_node(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        a = fact_service.store_fact(conn, ctx, NewFact("/Projects/Embornal", "one"))
+        b = fact_service.store_fact(conn, ctx, NewFact("/projects/embornal/", "two"))
+        assert a["path"] == b["path"] == "/projects/embornal"
+        node_count = conn.execute(
+            select(func.count()).select_from(paths).where(paths.c.path == "/projects/embornal")
+        ).scalar_one()
+        assert node_count == 1
+        # Ancestors were created, each pointing at its parent.
+        parent = conn.execute(
+            select(paths.c.parent_id).where(paths.c.path == "/projects/embornal")
+        ).scalar_one()
+        assert conn.execute(select(paths.c.path).where(paths.c.id == parent)).scalar() == (
+            "/projects"
+        )
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        ("/projects/bad seg", "'bad seg'"),
+        ("/projects/_hidden", "'_hidden'"),
+        ("/a//b", "empty segment"),
+        ("no-slash", "must start with '/'"),
+        ("/" + "x" * 65, "longer than 64"),
+        ("/" + "/".join(["a"] * 33), "at most 32"),
+        ("/caf\u00e9", "'caf\u00e9'"),
+    ],
+)
+def test_a_bad_segment_is_refused_and_named(actor, raw: str, named: str) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        before = count(conn, facts)
+        with pytest.raises(InvalidInput) as caught:
+            fact_service.store_fact(conn, ctx, NewFact(raw, "x"))
+        assert named in caught.value.detail
+        assert count(conn, facts) == before
+
+
+def test_a_store_with_an_owner_tag_leaves_no_trace(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        before = (count(conn, facts), count(conn, paths), count(conn, fact_tags))
+    with pytest.raises(InvalidInput, match="owner"), me.tx() as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/new/place", "x", {"owner": "mallory"}))
+    with me.tx() as (conn, ctx):
+        assert (count(conn, facts), count(conn, paths), count(conn, fact_tags)) == before
+
+
+def test_the_memory_writes_owner_column_and_tag(actor) -> None:
+    alice = actor("alice")
+    with write_transaction(alice.runtime.engine) as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+            "VALUES ('p', 'alice', 'path:/alice/*', 'write', 'allow'),"
+            "('p', 'alice', 'path:/alice/*', 'read', 'allow')"
+        )
+    with alice.tx() as (conn, ctx):
+        fact = fact_service.store_fact(conn, ctx, NewFact("/alice", "mine"))
+    assert fact["owner"] == "alice"
+    assert fact["tags"]["owner"] == "alice"
+
+
+def test_tags_inherit_nearest_wins_and_the_fact_beats_them(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        path_service.set_path_tags(conn, ctx, "/a", {"team": "outer", "env": "prod"})
+        path_service.set_path_tags(conn, ctx, "/a/b", {"team": "inner"})
+        plain = fact_service.store_fact(conn, ctx, NewFact("/a/b/c", "x"))
+        own = fact_service.store_fact(conn, ctx, NewFact("/a/b/c", "y", {"team": "mine"}))
+    assert plain["effective_tags"] == {"team": "inner", "env": "prod", "owner": "default"}
+    assert own["effective_tags"]["team"] == "mine"
+    assert plain["tags"] == {"owner": "default"}
+
+
+def test_a_path_tag_owner_never_reaches_a_fact(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        path_service.set_path_tags(conn, ctx, "/shared", {"owner": "mallory"})
+        fact = fact_service.store_fact(conn, ctx, NewFact("/shared/x", "x"))
+        view = conn.exec_driver_sql(
+            "SELECT value FROM effective_fact_tags WHERE fact_id = ? AND key = 'owner'",
+            (fact["id"],),
+        ).all()
+    assert fact["effective_tags"]["owner"] == "default"
+    assert view == [("default",)]
+
+
+def test_supersede_once_history_oldest_first(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        first = fact_service.store_fact(conn, ctx, NewFact("/h", "v1"))
+        second = fact_service.store_fact(conn, ctx, NewFact("/h", "v2", supersedes_id=first["id"]))
+        third = fact_service.store_fact(conn, ctx, NewFact("/h", "v3", supersedes_id=second["id"]))
+    with pytest.raises(Conflict), me.tx() as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/h", "again", supersedes_id=first["id"]))
+    with me.tx() as (conn, ctx):
+        chain = fact_service.history(conn, ctx, second["id"])
+        listing = fact_service.list_facts(conn, ctx, under="/h")
+        old = fact_service.get_fact(conn, ctx, first["id"], peek=True)
+    assert [f["content"] for f in chain] == ["v1", "v2", "v3"]
+    assert [f["id"] for f in listing["facts"]] == [third["id"]]
+    assert old["superseded_by_id"] == second["id"]
+
+
+def test_delete_sets_deleted_at_and_hides_the_fact(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        fact = fact_service.store_fact(conn, ctx, NewFact("/d", "gone soon"))
+        fact_service.delete_fact(conn, ctx, fact["id"])
+    with me.tx() as (conn, ctx):
+        with pytest.raises(NotFound):
+            fact_service.get_fact(conn, ctx, fact["id"])
+        with pytest.raises(NotFound):
+            fact_service.delete_fact(conn, ctx, fact["id"])
+        kept = fact_service.get_fact(conn, ctx, fact["id"], include_deleted=True)
+        assert kept["deleted_at"] is not None
+        assert fact_service.history(conn, ctx, fact["id"])[0]["id"] == fact["id"]
+        assert fact_service.list_facts(conn, ctx, under="/d")["facts"] == []
+
+
+def test_a_fact_does_not_change(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        fact = fact_service.store_fact(conn, ctx, NewFact("/immutable", "as written"))
+    with pytest.raises(Exception, match="does not change"), me.tx() as (conn, _):
+        conn.exec_driver_sql("UPDATE facts SET content = 'rewritten' WHERE id = ?", (fact["id"],))
+
+
+def test_links_are_parsed_on_read(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        fact = fact_service.store_fact(
+            conn, ctx, NewFact("/l", "see [[/Memory]] and [[/nowhere/yet]] and [[not a path]]")
+        )
+    assert fact["content"].startswith("see [[/Memory]]")  # stored as written
+    assert fact["links"] == [
+        {"path": "/memory", "exists": True},
+        {"path": "/nowhere/yet", "exists": False},
+    ]
+
+
+def test_one_level_listing_of_a_path(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        for place in ("/p/a", "/p/a/deep", "/p/b"):
+            fact_service.store_fact(conn, ctx, NewFact(place, f"fact at {place}"))
+        node = path_service.describe_path(conn, ctx, "/P")
+    assert [c["path"] for c in node["children"]] == ["/p/a", "/p/b"]
+    assert [c["fact_count"] for c in node["children"]] == [2, 1]
+    assert node["fact_count"] == 0
+
+
+def test_two_concurrent_recalls_both_count(actor, rt) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        fact_id = fact_service.store_fact(conn, ctx, NewFact("/c", "contended"))["id"]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def recall() -> None:
+        try:
+            barrier.wait()
+            with write_transaction(rt.engine) as conn:
+                ctx = rt.context(conn, "default")
+                fact_service.recall_fact(conn, ctx, fact_id)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=recall) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with me.tx() as (conn, ctx):
+        assert fact_service.get_fact(conn, ctx, fact_id, peek=True)["recall_count"] == 2
+
+
+def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None:
+    """One transaction: break the vector write (after fact, tags and FTS rows) and look."""
+    me = actor()
+    with me.tx() as (conn, ctx):
+        before = (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec))
+        fts_before = conn.exec_driver_sql(
+            "SELECT count(*) FROM facts_fts WHERE facts_fts MATCH 'phoenix'"
+        ).scalar()
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(fact_service, "write_vector", broken)
+    with pytest.raises(RuntimeError), me.tx() as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/crash", "phoenix"), vector=b"\0" * 64)
+    with me.tx() as (conn, ctx):
+        assert (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec)) == before
+        assert path_service.find_path_id(conn, "/crash") is None
+        fts_after = conn.exec_driver_sql(
+            "SELECT count(*) FROM facts_fts WHERE facts_fts MATCH 'phoenix'"
+        ).scalar()
+        assert fts_after == fts_before == 0
+
+
+def test_store_embeds_in_the_same_transaction(actor) -> None:
+    import numpy as np
+
+    me = actor()
+    vector = np.ones(16, dtype="<f4") / 4
+    with me.tx() as (conn, ctx):
+        fact = fact_service.store_fact(conn, ctx, NewFact("/v", "x"), vector=vector.tobytes())
+        pending = conn.exec_driver_sql(
+            "SELECT count(*) FROM facts INDEXED BY facts_pending_embedding_idx "
+            "WHERE embedding IS NULL AND id = ?",
+            (fact["id"],),
+        ).scalar()
+        in_vec = conn.exec_driver_sql(
+            "SELECT count(*) FROM facts_vec WHERE fact_id = ?", (fact["id"],)
+        ).scalar()
+    assert fact["embedded"] is True
+    assert pending == 0 and in_vec == 1
+
+
+def test_content_limits(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        limit = ctx.limits.content_chars
+        for bad in ("", "   ", "x" * (limit + 1)):
+            with pytest.raises(InvalidInput):
+                fact_service.store_fact(conn, ctx, NewFact("/x", bad))
+        with pytest.raises(InvalidInput, match="at most 32 tags"):
+            fact_service.store_fact(
+                conn, ctx, NewFact("/x", "x", {f"k{i}": "v" for i in range(33)})
+            )
+
+
+def test_context_is_plain_data(rt) -> None:
+    with write_transaction(rt.engine) as conn:
+        ctx = rt.context(conn, "default")
+    assert isinstance(ctx, Context)
+    assert ctx.access.is_admin

@@ -1,0 +1,100 @@
+"""The `embornal` command as a user runs it: a real subprocess on a temp home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
+    env |= {"HOME": str(home), "EMBORNAL_EMBEDDING__MODEL": "none"}
+    env["EMBORNAL_EMBEDDING__WIDTH"] = "16"
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def test_store_get_show_history_delete(home: Path) -> None:
+    stored = run(
+        home, "memory", "store", "/Projects/X", "the sky is blue", "--tag", "k=v", "--json"
+    )
+    assert stored.returncode == 0, stored.stderr
+    fact = json.loads(stored.stdout)
+    assert fact["path"] == "/projects/x" and fact["tags"] == {"k": "v", "owner": "default"}
+
+    got = json.loads(run(home, "memory", "get", str(fact["id"]), "--json").stdout)
+    assert got["recall_count"] == 1  # a get by id is a recall
+    peeked = json.loads(run(home, "memory", "get", str(fact["id"]), "--peek", "--json").stdout)
+    assert peeked["recall_count"] == 1
+
+    newer = run(
+        home,
+        "memory",
+        "store",
+        "/projects/x",
+        "the sky is grey",
+        "--supersedes",
+        str(fact["id"]),
+        "--json",
+    )
+    chain = json.loads(run(home, "memory", "history", str(fact["id"]), "--json").stdout)
+    assert [f["content"] for f in chain["facts"]] == ["the sky is blue", "the sky is grey"]
+
+    shown = run(home, "memory", "show", "/projects")
+    assert "/projects/x" in shown.stdout
+    new_id = json.loads(newer.stdout)["id"]
+    assert run(home, "memory", "delete", str(new_id)).returncode == 0
+    again = run(home, "memory", "delete", str(new_id))
+    assert again.returncode == 1 and again.stderr.count("\n") == 1
+    assert "Traceback" not in again.stderr
+
+
+def test_user_errors_are_one_line_and_exit_1(home: Path) -> None:
+    for args in (
+        ("memory", "store", "/Bad Path", "x"),
+        ("memory", "store", "/x", "y", "--tag", "owner=me"),
+        ("memory", "get", "999999"),
+        ("memory", "get", "not-a-number"),
+        ("policy", "add", "p, alice, file:/etc, read, allow"),
+    ):
+        result = run(home, *args)
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert result.stderr.startswith("error:") and "Traceback" not in result.stderr
+
+
+def test_paths_and_legacy_move(home: Path) -> None:
+    old = home / ".embornal"
+    old.mkdir()
+    (old / "config.yaml").write_text("server: {port: 9001}\n")
+    first = run(home, "paths", "--json")
+    assert first.returncode == 0
+    assert "moved" in first.stderr and "config.yaml" in first.stderr
+    places = json.loads(first.stdout)
+    assert places["config"] == str(home / ".config" / "embornal" / "config.yaml")
+    assert places["database"] == str(home / ".local" / "share" / "embornal" / "memory.db")
+    assert places["weights"] == str(home / ".cache" / "embornal")
+    second = run(home, "paths")
+    assert second.stderr == ""
+
+
+def test_policy_add_list_remove(home: Path) -> None:
+    assert run(home, "policy", "add", "p, alice, path:/work/acme/*, read, allow").returncode == 0
+    listed = json.loads(run(home, "policy", "list", "--json").stdout)
+    assert "p, alice, path:/work/acme/*, read, allow" in [p["line"] for p in listed["policies"]]
+    assert run(home, "policy", "remove", "p, alice, path:/work/acme/*, read, allow").returncode == 0
+    assert run(home, "policy", "remove", "p, alice, path:/work/acme/*, read, allow").returncode == 1
