@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,9 +24,11 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.runtime import Runtime, open_runtime
+from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
+from app.services import search as search_service
 from app.services.embedding import embed_for_store
 from app.settings import Settings, load_settings
 
@@ -145,6 +147,60 @@ def migrate_command() -> None:
         typer.echo(f"memory at {settings().database_path} is at the head revision")
 
 
+@app.command("serve")
+def serve_command(
+    host: Annotated[str | None, typer.Option(help="Address to bind (server.host)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (server.port)", min=1, max=65535)] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxies whose X-Forwarded-* headers are trusted "
+            "(default: $FORWARDED_ALLOW_IPS, else 127.0.0.1)"
+        ),
+    ] = None,
+) -> None:
+    """Run the HTTP service (uvicorn); it migrates the memory first."""
+    import uvicorn
+
+    from app.auth.tokens import TokenVerifier
+    from app.main import create_app
+
+    config = settings()
+    # Opened here rather than in the app's lifespan, so that a start-up problem (a
+    # width disagreement, a bad key) is one line and exit 1, not a server traceback.
+    with runtime(load_model=True) as rt:
+        verifier = TokenVerifier(config)
+        uvicorn.run(
+            create_app(config, runtime=rt, verifier=verifier),
+            host=host or config.server.host,
+            port=port or config.server.port,
+            log_level=config.server.log_level,
+            proxy_headers=True,
+            forwarded_allow_ips=forwarded_allow_ips,
+        )
+
+
+# --- tokens ------------------------------------------------------------------
+
+
+@token_app.command("issue")
+def token_issue(
+    subject: Annotated[str, typer.Option("--subject", help="The token's subject (sub)")],
+    expires: Annotated[str, typer.Option(help="Lifetime: 30d, 12h, 2w, 1d12h ...")] = "30d",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a token signed with the local key."""
+    from app.auth.tokens import issue_token, parse_duration
+
+    lifetime = parse_duration(expires)
+    now = datetime.now(UTC).replace(microsecond=0)
+    token = issue_token(settings(), subject, lifetime, now=now)
+    if as_json:
+        emit_json({"token": token, "subject": subject, "expires_at": now + lifetime})
+    else:
+        typer.echo(token)
+
+
 # --- memory ------------------------------------------------------------------
 
 
@@ -248,6 +304,118 @@ def memory_tag(
         emit_json(node)
     else:
         typer.echo(f"{node['path']}  tags: {node['tags']}")
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    mode: Annotated[
+        str | None, typer.Option(help="keyword, semantic or hybrid (default: hybrid with a model)")
+    ] = None,
+    under: Annotated[str | None, typer.Option(help="Only this subtree")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value that must hold")] = None,
+    min_strength: Annotated[float | None, typer.Option(help="Only facts this strong (0-1)")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
+    peek: Annotated[bool, typer.Option(help="Do not count the results as recalls")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search facts by keyword, by meaning, or both."""
+    if mode not in (None, "keyword", "semantic", "hybrid"):
+        raise EmbornalError("--mode must be keyword, semantic or hybrid")
+    with runtime(load_model=mode != "keyword") as rt, rt.writing() as (conn, ctx):
+        found = search_service.search(
+            conn,
+            ctx,
+            q=query,
+            index=rt.vector_index,
+            mode=mode,  # type: ignore[arg-type]
+            under=under,
+            tags=tag,
+            min_strength=min_strength,
+            limit=limit,
+            peek=peek,
+        )
+    if as_json:
+        emit_json(found)
+        return
+    typer.echo(f"mode: {found['mode']}")
+    for result in found["results"]:
+        typer.echo(f"score {result['score']:.4f}  ", nl=False)
+        show_fact(result["fact"])
+
+
+@memory_app.command("reindex")
+def memory_reindex(
+    rebuild: Annotated[
+        bool, typer.Option(help="Recreate the vector index at the configured width; re-embed all")
+    ] = False,
+) -> None:
+    """Embed the facts waiting for the model, in batches, with a progress bar."""
+    from rich.progress import Progress
+
+    from app.db.engine import write_transaction
+
+    config = settings()
+    with runtime_for_reindex(rebuild) as rt:
+        if rebuild:
+            with write_transaction(rt.engine) as conn:
+                embedding_service.rebuild_vectors(conn, config.embedding.width)
+        embedding_service.attach_model(rt, download=True, progress=True)
+        if rt.embedder is None:
+            raise EmbornalError(f"no model to embed with: {rt.model_problem}")
+        with Progress(transient=False) as progress:
+            task = progress.add_task("embedding", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            done = embedding_service.reindex(
+                rt.engine, rt.embedder, batch_size=config.embedding.batch_size, on_batch=advance
+            )
+    typer.echo(f"embedded {done} facts")
+
+
+@contextmanager
+def runtime_for_reindex(rebuild: bool) -> Iterator[Runtime]:
+    rt = open_runtime(settings(), check_width=not rebuild)
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+# --- model -------------------------------------------------------------------
+
+
+@model_app.command("pull")
+def model_pull(
+    name: Annotated[str | None, typer.Argument(help="Catalog name (default: configured)")] = None,
+) -> None:
+    """Fetch the model's files into the weights directory (progress bar, sha256 check)."""
+    from app.embeddings.base import ModelUnavailable
+    from app.embeddings.loader import pull_model
+
+    try:
+        where = pull_model(settings(), name, progress=True)
+    except ModelUnavailable as exc:
+        raise EmbornalError(exc.reason) from None
+    typer.echo(f"model files ready in {where}")
+
+
+@model_app.command("info")
+def model_info_command(
+    name: Annotated[str | None, typer.Argument(help="Catalog name (default: configured)")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Describe the model: width, pooling, prefixes, files and whether they are present."""
+    from app.embeddings.loader import model_info
+
+    info = model_info(settings(), name)
+    if as_json:
+        emit_json(info)
+        return
+    for key, value in info.items():
+        typer.echo(f"{key}: {value}")
 
 
 # --- policies ----------------------------------------------------------------

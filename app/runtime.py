@@ -18,6 +18,7 @@ from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.services.context import Context
+from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class Runtime:
     embedder: Embedder | None = None
     model_problem: str | None = None  # why there is no embedder, for readiness
     model_load_seconds: float | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    vector_index: VectorIndex = field(default_factory=VectorIndex)
 
     def context(self, conn: Connection, subject: str) -> Context:
         return Context(
@@ -43,6 +44,7 @@ class Runtime:
             access=self.access.for_subject(conn, subject),
             limits=self.settings.limits,
             embedder=self.embedder,
+            model_problem=self.model_problem,
         )
 
     @contextmanager
@@ -67,15 +69,25 @@ def open_engine(settings: Settings) -> Engine:
     )
 
 
-def open_runtime(settings: Settings, *, load_model: bool = False) -> Runtime:
-    """Migrate to head, check the vector width, and (optionally) load the model once."""
+def open_runtime(
+    settings: Settings,
+    *,
+    load_model: bool = False,
+    download: bool = False,
+    check_width: bool = True,
+) -> Runtime:
+    """Migrate to head, check the vector width, and (optionally) load the model once.
+
+    `check_width=False` is for `reindex --rebuild` alone, which changes the width.
+    """
     engine = open_engine(settings)
     migrate.upgrade(engine, settings.embedding.width)
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
-    with read_transaction(engine) as conn:
-        migrate.check_width(conn, settings.embedding.width)
+    if check_width:
+        with read_transaction(engine) as conn:
+            migrate.check_width(conn, settings.embedding.width)
     if load_model:
         from app.services.embedding import attach_model
 
-        attach_model(runtime, download=False)
+        attach_model(runtime, download=download)
     return runtime

@@ -19,7 +19,7 @@ from app.runtime import Runtime, open_runtime
 from app.services.context import Context
 from app.settings import Settings
 
-TEST_WIDTH = 16
+TEST_WIDTH = 64
 DAY = 86_400.0
 
 

@@ -107,6 +107,14 @@ casbin_rule = Table(
     Column("v5", String(255)),
 )
 
+vector_log = Table(
+    "vector_log",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("fact_id", Integer, nullable=False),
+    sqlite_autoincrement=True,
+)
+
 # Views and virtual tables, created by the migrations with op.execute.
 effective_path_tags = table(
     "effective_path_tags", column("path_id"), column("key"), column("value"), column("depth")

@@ -22,3 +22,4 @@ class Context:
     # Injected so that tests can move time without sleeping.
     clock: Callable[[], float] = time.time
     embedder: Embedder | None = None
+    model_problem: str | None = None  # why there is no embedder, for 503 messages

@@ -8,9 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
 
-from app.db.engine import read_transaction
+from app.db.engine import read_transaction, write_transaction
 from app.db.migrate import check_width
+from app.db.tables import facts, meta, vector_log
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.loader import load_embedder
 
@@ -69,3 +71,69 @@ def embed_for_store(embedder: Embedder | None, texts: Sequence[str]) -> list[byt
 
 
 ProgressCallback = Callable[[int, int], None]
+
+
+def pending_count(conn: Connection) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(facts)
+        .where(facts.c.embedding.is_(None), facts.c.deleted_at.is_(None))
+    ).scalar_one()
+
+
+def rebuild_vectors(conn: Connection, width: int) -> None:
+    """Move the memory to a model of another width, on purpose: recreate facts_vec at
+    `width`, record it in meta, and queue every fact for embedding again."""
+    conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
+    conn.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
+        f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
+    )
+    conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
+    conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
+    conn.execute(
+        update(meta)
+        .where(meta.c.key == "vector_generation")
+        .values(value=cast(cast(meta.c.value, Integer) + 1, String))
+    )
+    conn.execute(delete(vector_log))
+
+
+def reindex(
+    engine: Engine,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    on_batch: ProgressCallback | None = None,
+) -> int:
+    """Embed the pending queue in batches, each committed on its own, so an
+    interrupted run keeps what it did and the next run goes on from there."""
+    from app.services.facts import write_vector
+
+    with read_transaction(engine) as conn:
+        total = pending_count(conn)
+    done, after = 0, 0
+    while True:
+        with read_transaction(engine) as conn:
+            rows = conn.execute(
+                select(facts.c.id, facts.c.content)
+                .where(facts.c.embedding.is_(None), facts.c.deleted_at.is_(None))
+                .where(facts.c.id > after)
+                .order_by(facts.c.id)
+                .limit(batch_size)
+            ).all()
+        if not rows:
+            return done
+        vectors = embedder.embed_documents([row.content for row in rows])
+        with write_transaction(engine) as conn:
+            for row, vector in zip(rows, vectors, strict=True):
+                # Only a fact still waiting: another writer may have filled it meanwhile.
+                still = conn.execute(
+                    select(facts.c.id).where(facts.c.id == row.id, facts.c.embedding.is_(None))
+                ).scalar()
+                if still is not None:
+                    write_vector(conn, row.id, to_blob(vector))
+        done += len(rows)
+        after = rows[-1].id
+        if on_batch is not None:
+            on_batch(done, total)

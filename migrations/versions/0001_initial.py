@@ -204,12 +204,30 @@ def upgrade() -> None:
         f"fact_id INTEGER PRIMARY KEY, embedding float[{width}] distance_metric=cosine)"
     )
 
+    # Every embedding written, in order: in-memory vector indexes (one per server
+    # process) read it to catch up with writes made by any process, the CLI included.
+    op.create_table(
+        "vector_log",
+        sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("fact_id", sa.Integer(), nullable=False),
+        sqlite_autoincrement=True,
+    )
+    op.execute(
+        """
+        CREATE TRIGGER facts_vector_log AFTER UPDATE OF embedding ON facts
+        WHEN NEW.embedding IS NOT NULL
+        BEGIN INSERT INTO vector_log (fact_id) VALUES (NEW.id); END
+        """
+    )
+
     meta = sa.table("meta", sa.column("key"), sa.column("value"))
     op.bulk_insert(
         meta,
         [
             {"key": "embedding_width", "value": str(width)},
             {"key": "policy_version", "value": "0"},
+            # Bumped when every vector is rebuilt (reindex --rebuild): indexes reload whole.
+            {"key": "vector_generation", "value": "0"},
         ],
     )
     # Every policy change, from any writer, bumps the version a running server polls.
@@ -290,6 +308,7 @@ def downgrade() -> None:
     for event in ("insert", "update", "delete"):
         op.execute(f"DROP TRIGGER IF EXISTS casbin_rule_version_{event}")
     for trigger in (
+        "facts_vector_log",
         "facts_fts_ad",
         "facts_fts_ai",
         "fact_tags_immutable",
@@ -301,5 +320,6 @@ def downgrade() -> None:
     op.execute("DROP TABLE IF EXISTS facts_fts")
     op.execute("DROP VIEW IF EXISTS effective_fact_tags")
     op.execute("DROP VIEW IF EXISTS effective_path_tags")
+    op.drop_table("vector_log")
     for name in ("casbin_rule", "path_tags", "fact_tags", "facts", "path_closure", "paths", "meta"):
         op.drop_table(name)

@@ -215,7 +215,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
 
     monkeypatch.setattr(fact_service, "write_vector", broken)
     with pytest.raises(RuntimeError), me.tx() as (conn, ctx):
-        fact_service.store_fact(conn, ctx, NewFact("/crash", "phoenix"), vector=b"\0" * 64)
+        fact_service.store_fact(conn, ctx, NewFact("/crash", "phoenix"), vector=b"\0" * 256)
     with me.tx() as (conn, ctx):
         assert (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec)) == before
         assert path_service.find_path_id(conn, "/crash") is None
@@ -229,7 +229,7 @@ def test_store_embeds_in_the_same_transaction(actor) -> None:
     import numpy as np
 
     me = actor()
-    vector = np.ones(16, dtype="<f4") / 4
+    vector = np.ones(64, dtype="<f4") / 8
     with me.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/v", "x"), vector=vector.tobytes())
         pending = conn.exec_driver_sql(

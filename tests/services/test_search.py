@@ -1,0 +1,167 @@
+"""Search through the service: keyword, semantic and hybrid, inside the subject's view."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.db.engine import write_transaction
+from app.embeddings.fake import FakeEmbedder
+from app.errors import InvalidInput, Unavailable
+from app.services import embedding as embedding_service
+from app.services import facts as fact_service
+from app.services import search as search_service
+from app.services.facts import NewFact
+from tests.conftest import TEST_WIDTH
+
+MODES = ("keyword", "semantic", "hybrid")
+
+
+@pytest.fixture
+def model(rt):
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    return rt.embedder
+
+
+def store(actor_, items, embedder=None):
+    with actor_.tx() as (conn, ctx):
+        vectors = embedding_service.embed_for_store(embedder, [i.content for i in items])
+        return fact_service.store_facts(conn, ctx, items, vectors=vectors)
+
+
+def find(actor_, q, rt=None, **options):
+    with actor_.tx() as (conn, ctx):
+        if rt is not None and rt.embedder is not None:
+            ctx = replace(ctx, embedder=rt.embedder)
+        index = rt.vector_index if rt is not None else None
+        return search_service.search(conn, ctx, q=q, index=index, **options)
+
+
+def test_a_rare_exact_token_finds_its_fact_by_keyword(actor) -> None:
+    me = actor()
+    store(me, [NewFact("/tickets", f"routine maintenance note number {i}") for i in range(30)])
+    target = store(me, [NewFact("/tickets", "the outage is tracked as OPS-48213 in the tracker")])
+    found = find(me, "OPS-48213", mode="keyword")
+    assert found["mode"] == "keyword"
+    assert found["results"][0]["fact"]["id"] == target[0]["id"]
+    assert "bm25" in found["results"][0]["scores"]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        '"unbalanced',
+        "((((",
+        "a AND OR NOT b",
+        "NEAR(a b, 3)",
+        "col:value",
+        "x*",
+        "^start",
+        "nul\x00byte",
+        "'; DROP TABLE facts; --",
+        "x" * 3000,
+        " ".join(["word"] * 600),
+        "-",
+        '""',
+    ],
+)
+def test_hostile_queries_give_results_or_a_clear_refusal(actor, hostile: str) -> None:
+    me = actor()
+    store(me, [NewFact("/h", "a word about start and value")])
+    try:
+        found = find(me, hostile, mode="keyword")
+    except InvalidInput as exc:
+        assert exc.status == 422
+    else:
+        assert isinstance(found["results"], list)
+
+
+def test_semantic_without_a_model_is_unavailable(actor) -> None:
+    with pytest.raises(Unavailable, match="embedding model"):
+        find(actor(), "anything", mode="semantic")
+
+
+def test_default_mode_is_hybrid_with_a_model_else_keyword(actor, rt, model) -> None:
+    me = actor()
+    store(me, [NewFact("/m", "blue whales sing")], model)
+    assert find(me, "whales", rt=rt)["mode"] == "hybrid"
+    assert find(me, "whales")["mode"] == "keyword"
+
+
+def test_no_model_then_reindex_finds_by_meaning(actor, rt) -> None:
+    me = actor()
+    stored = store(me, [NewFact("/later", "penguins waddle across the antarctic ice")])
+    assert stored[0]["embedded"] is False
+    assert find(me, "penguins", mode="keyword")["results"][0]["fact"]["id"] == stored[0]["id"]
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    assert embedding_service.reindex(rt.engine, rt.embedder) >= 1
+    found = find(me, "penguins waddle", rt=rt, mode="semantic")
+    assert found["results"][0]["fact"]["id"] == stored[0]["id"]
+    assert found["results"][0]["fact"]["embedded"] is True
+
+
+def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
+    me = actor()
+    items = [
+        NewFact(f"/team/g{i % 10}", f"shared topic alpha report {i}", {"group": f"g{i % 10}"})
+        for i in range(300)
+    ]
+    store(me, items, model)
+    with write_transaction(rt.engine) as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+            "VALUES ('p', 'carol', 'tag:group=g3', 'read', 'allow')"
+        )
+    carol = actor("carol")
+    for mode in MODES:
+        found = find(carol, "alpha report", rt=rt, mode=mode, limit=10, peek=True)
+        groups = {r["fact"]["effective_tags"]["group"] for r in found["results"]}
+        assert len(found["results"]) == 10, mode
+        assert groups == {"g3"}, mode
+
+
+def test_filters_under_tag_and_min_strength(actor, clock) -> None:
+    me = actor()
+    store(me, [NewFact("/a/x", "gamma one", {"k": "v"}), NewFact("/b", "gamma two")])
+    assert [r["fact"]["path"] for r in find(me, "gamma", under="/a")["results"]] == ["/a/x"]
+    assert [r["fact"]["path"] for r in find(me, "gamma", tags=["k=v"])["results"]] == ["/a/x"]
+    clock.advance(days=3)
+    assert find(me, "gamma", min_strength=0.5)["results"] == []
+    assert len(find(me, "gamma", min_strength=0.01, peek=True)["results"]) == 2
+
+
+def test_results_are_recalls_unless_peek(actor) -> None:
+    me = actor()
+    fact = store(me, [NewFact("/r", "delta facts recall")])[0]
+    find(me, "delta", peek=True)
+    with me.tx() as (conn, ctx):
+        assert fact_service.get_fact(conn, ctx, fact["id"], peek=True)["recall_count"] == 0
+    find(me, "delta")
+    with me.tx() as (conn, ctx):
+        assert fact_service.get_fact(conn, ctx, fact["id"], peek=True)["recall_count"] == 1
+
+
+def test_superseded_and_deleted_facts_drop_out(actor) -> None:
+    me = actor()
+    old = store(me, [NewFact("/s", "epsilon version one")])[0]
+    new = store(me, [NewFact("/s", "epsilon version two", supersedes_id=old["id"])])[0]
+    gone = store(me, [NewFact("/s", "epsilon removed")])[0]
+    with me.tx() as (conn, ctx):
+        fact_service.delete_fact(conn, ctx, gone["id"])
+    assert [r["fact"]["id"] for r in find(me, "epsilon")["results"]] == [new["id"]]
+
+
+def test_hybrid_fuses_both_rankings(actor, rt, model) -> None:
+    me = actor()
+    facts = store(
+        me,
+        [NewFact("/z", "zeta keyword only ZX-9001"), NewFact("/z", "zeta meaning sibling")],
+        model,
+    )
+    found = find(me, "ZX-9001 zeta", rt=rt, mode="hybrid")
+    top = found["results"][0]
+    assert top["fact"]["id"] == facts[0]["id"]
+    assert {"rrf", "bm25"} <= set(top["scores"])
+    scores = [r["score"] for r in found["results"]]
+    assert scores == sorted(scores, reverse=True)
