@@ -363,6 +363,7 @@ def memory_reindex(
         embedding_service.attach_model(rt, download=True, progress=True)
         if rt.embedder is None:
             raise EmbornalError(f"no model to embed with: {rt.model_problem}")
+        rt.verify_width()
         with Progress(transient=False) as progress:
             task = progress.add_task("embedding", total=None)
 

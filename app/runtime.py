@@ -57,6 +57,12 @@ class Runtime:
         with read_transaction(self.engine) as conn:
             yield conn, self.context(conn, subject)
 
+    def verify_width(self) -> None:
+        """Stop (StartupError) unless config, meta and the loaded model agree on the width."""
+        model_width = self.embedder.width if self.embedder is not None else None
+        with read_transaction(self.engine) as conn:
+            migrate.check_width(conn, self.settings.embedding.width, model_width)
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -83,11 +89,14 @@ def open_runtime(
     engine = open_engine(settings)
     migrate.upgrade(engine, settings.embedding.width)
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
-    if check_width:
-        with read_transaction(engine) as conn:
-            migrate.check_width(conn, settings.embedding.width)
     if load_model:
         from app.services.embedding import attach_model
 
         attach_model(runtime, download=download)
+    if check_width:
+        try:
+            runtime.verify_width()
+        except Exception:
+            engine.dispose()
+            raise
     return runtime

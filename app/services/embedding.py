@@ -11,7 +11,6 @@ import numpy as np
 from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
 
 from app.db.engine import read_transaction, write_transaction
-from app.db.migrate import check_width
 from app.db.tables import facts, meta, vector_log
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.loader import load_embedder
@@ -25,8 +24,7 @@ log = logging.getLogger(__name__)
 def attach_model(rt: Runtime, *, download: bool | None = None, progress: bool = False) -> None:
     """Load the configured model once; with none, say why (readiness shows it).
 
-    A model whose width disagrees with config and meta stops start-up: the memory
-    stops instead of giving wrong answers (seed: "Search").
+    The caller then checks the model's width against config and meta (open_runtime).
     """
     settings = rt.settings
     if settings.embedding.model == "none":
@@ -46,8 +44,6 @@ def attach_model(rt: Runtime, *, download: bool | None = None, progress: bool = 
     if embedder is None:
         rt.model_problem = "no embedding model is configured"
         return
-    with read_transaction(rt.engine) as conn:
-        check_width(conn, rt.settings.embedding.width, embedder.width)
     rt.embedder = embedder
     rt.model_problem = None
     rt.model_load_seconds = time.perf_counter() - started

@@ -1,0 +1,1 @@
+"""Benchmarks that print tables (not timed tests): run `make bench` or `python -m bench.<name>`."""

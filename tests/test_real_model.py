@@ -1,0 +1,68 @@
+"""The one end-to-end test with the real offline model (minilm-l6, from PyPI packages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.runtime import open_runtime
+from app.services import embedding as embedding_service
+from app.services import facts as fact_service
+from app.services import search as search_service
+from app.services.facts import NewFact
+from tests.conftest import make_settings
+
+FACTS = [
+    "The staging database is backed up every night at two in the morning.",
+    "Alice prefers tea over coffee during long meetings.",
+    "The payment outage is tracked as ticket PAY-77341 in the issue tracker.",
+    "Our office cat likes to sleep on the warm printer.",
+    "Quarterly revenue grew five percent compared with last year.",
+    "The deploy pipeline runs the integration tests before every release.",
+    "Bob is allergic to peanuts, so order lunch without nuts.",
+    "The VPN certificate expires at the end of March.",
+]
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory: pytest.TempPathFactory):
+    home: Path = tmp_path_factory.mktemp("real")
+    settings = make_settings(home, embedding={"model": "minilm-l6", "width": 384})
+    rt = open_runtime(settings, load_model=True)
+    assert rt.embedder is not None, rt.model_problem
+    vectors = embedding_service.embed_for_store(rt.embedder, FACTS)
+    with rt.writing() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn, ctx, [NewFact("/team", text) for text in FACTS], vectors=vectors
+        )
+    yield rt, {fact["content"]: fact["id"] for fact in stored}
+    rt.close()
+
+
+def search(rt, q: str, mode: str) -> list[int]:
+    with rt.writing() as (conn, ctx):
+        found = search_service.search(
+            conn, ctx, q=q, index=rt.vector_index, mode=mode, limit=5, peek=True
+        )
+    return [r["fact"]["id"] for r in found["results"]]
+
+
+def test_a_paraphrase_finds_its_fact_first(memory) -> None:
+    rt, ids = memory
+    top = search(rt, "which animal naps on the copier?", "semantic")
+    assert top[0] == ids[FACTS[3]]
+    top = search(rt, "when do we make copies of the test db", "semantic")
+    assert top[0] == ids[FACTS[0]]
+
+
+def test_a_rare_exact_token_finds_its_fact_by_keyword(memory) -> None:
+    rt, ids = memory
+    assert search(rt, "PAY-77341", "keyword")[0] == ids[FACTS[2]]
+
+
+def test_hybrid_finds_both_kinds(memory) -> None:
+    rt, ids = memory
+    assert search(rt, "PAY-77341", "hybrid")[0] == ids[FACTS[2]]
+    assert search(rt, "which animal naps on the copier?", "hybrid")[0] == ids[FACTS[3]]
+    assert search(rt, "someone cannot eat nuts", "hybrid")[0] == ids[FACTS[6]]
