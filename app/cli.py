@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exceptions
@@ -401,6 +402,32 @@ def model_pull(
     except ModelUnavailable as exc:
         raise EmbornalError(exc.reason) from None
     typer.echo(f"model files ready in {where}")
+
+
+@model_app.command("use")
+def model_use(
+    name: Annotated[str, typer.Argument(help="Catalog name, e.g. minilm-l6 (offline)")],
+) -> None:
+    """Switch to another model: write config.yaml, move the vectors, re-embed every fact."""
+    from app.embeddings.catalog import get_spec
+
+    spec = get_spec(name)
+    config_file = state.dirs.config_file
+    data: dict[str, Any] = {}
+    if config_file.exists():
+        data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+    data.setdefault("embedding", {})
+    data["embedding"] = {**(data["embedding"] or {}), "model": spec.name, "width": spec.width}
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    state.settings = None
+    config = settings()  # validated again, env overrides included
+    if (config.embedding.model, config.embedding.width) != (spec.name, spec.width):
+        raise EmbornalError(
+            "EMBORNAL_EMBEDDING__* variables override config.yaml; unset them to switch models"
+        )
+    typer.echo(f"{config_file}: embedding.model = {spec.name}, embedding.width = {spec.width}")
+    memory_reindex(rebuild=True)
 
 
 @model_app.command("info")

@@ -98,3 +98,32 @@ def test_policy_add_list_remove(home: Path) -> None:
     assert "p, alice, path:/work/acme/*, read, allow" in [p["line"] for p in listed["policies"]]
     assert run(home, "policy", "remove", "p, alice, path:/work/acme/*, read, allow").returncode == 0
     assert run(home, "policy", "remove", "p, alice, path:/work/acme/*, read, allow").returncode == 1
+
+
+def test_model_use_switches_to_the_offline_model(home: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
+        env["HOME"] = str(home)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    config = home / ".config" / "embornal" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("server:\n  port: 9999\nembedding:\n  model: none\n  width: 16\n")
+    assert cli("memory", "store", "/pets", "our office cat sleeps on the printer").returncode == 0
+    semantic = cli("memory", "search", "kitten napping", "--mode", "semantic")
+    assert semantic.returncode == 1 and "embedding model" in semantic.stderr
+
+    switched = cli("model", "use", "minilm-l6")
+    assert switched.returncode == 0, switched.stderr
+    assert "embedded 8 facts" in switched.stdout  # the 7 /memory facts and ours
+    text = config.read_text()
+    assert "minilm-l6" in text and "384" in text and "9999" in text
+    found = cli("memory", "search", "kitten napping", "--mode", "semantic", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["fact"]["path"] == "/pets"
