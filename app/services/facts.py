@@ -43,6 +43,7 @@ from app.services.validation import (
     parse_tag_filter,
 )
 from app.services.visibility import current_only, readable
+from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
 MAX_LIMIT = 100
@@ -236,12 +237,31 @@ def _existing_resource(conn: Connection, fact_id: int) -> Resource:
 
 def validate_new_fact(item: NewFact, ctx: Context) -> NewFact:
     """Fold and check one fact before anything is written."""
+    return _checked_fact(item, ctx.limits)
+
+
+def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
     return NewFact(
         path=fold_path(item.path),
-        content=check_content(item.content, ctx.limits.content_chars),
-        tags=check_tags(item.tags, ctx.limits.tags_per_fact),
+        content=check_content(item.content, limits.content_chars),
+        tags=check_tags(item.tags, limits.tags_per_fact),
         supersedes_id=item.supersedes_id,
     )
+
+
+def validate_new_facts(
+    items: Sequence[NewFact], limits: LimitsSettings, *, error_prefix: Sequence[Any] = ()
+) -> list[NewFact]:
+    """Fold and check facts before anything is written (the API also runs it before
+    embedding, so bad input costs no model time)."""
+    checked = []
+    for index, item in enumerate(items):
+        try:
+            checked.append(_checked_fact(item, limits))
+        except InvalidInput as exc:
+            prefix = [*error_prefix, index] if len(items) > 1 or error_prefix else []
+            raise _prefix_errors(exc, prefix) if prefix else exc from None
+    return checked
 
 
 def _prefix_errors(exc: InvalidInput, prefix: list[Any]) -> InvalidInput:
@@ -262,13 +282,7 @@ def store_facts(
     The memory writes the owner column and the owner tag from the subject; a store
     that carries an owner tag was refused by validation before anything was written.
     """
-    checked = []
-    for index, item in enumerate(items):
-        try:
-            checked.append(validate_new_fact(item, ctx))
-        except InvalidInput as exc:
-            prefix = [*error_prefix, index] if len(items) > 1 or error_prefix else []
-            raise _prefix_errors(exc, prefix) if prefix else exc from None
+    checked = validate_new_facts(items, ctx.limits, error_prefix=error_prefix)
     now = ctx.clock()
     ids = []
     for index, item in enumerate(checked):

@@ -34,6 +34,8 @@ RRF_K = 60
 # Exact re-scoring looks at least this many visible candidates: enough that the
 # binary coarse ranking keeps recall@10 above 0.95 (bench/search_bench.py).
 MIN_RESCORED = 400
+# A word in more than this share of facts is left out of the relaxed (OR) query.
+RELAX_MAX_SHARE = 0.05
 _TERM = re.compile(r"\w", re.UNICODE)
 
 
@@ -41,15 +43,18 @@ def _invalid(field: str, message: str) -> InvalidInput:
     return InvalidInput(message, errors=[{"loc": [field], "msg": message}])
 
 
-def fts_query(q: str) -> str | None:
-    """User text -> an FTS5 query that cannot raise: each word-bearing chunk becomes a
-    quoted string (quotes doubled), chunks joined by OR. Operators, parentheses and
-    stray quotes in the input are thereby just text."""
+def fts_chunks(q: str) -> list[str]:
+    """User text -> FTS5 strings that cannot raise: each word-bearing chunk quoted
+    (quotes doubled), so operators, parentheses and stray quotes are just text."""
     chunks = [c for c in q.replace("\x00", " ").split() if _TERM.search(c)]
-    if not chunks:
-        return None
-    quoted = ['"' + c.replace('"', '""') + '"' for c in chunks[:MAX_TERMS]]
-    return " OR ".join(quoted)
+    unique = list(dict.fromkeys(chunks))[:MAX_TERMS]
+    return ['"' + c.replace('"', '""') + '"' for c in unique]
+
+
+def fts_query(q: str) -> str | None:
+    """Every chunk must appear (FTS5's implicit AND)."""
+    chunks = fts_chunks(q)
+    return " ".join(chunks) if chunks else None
 
 
 def _filters(
@@ -67,33 +72,83 @@ def _filters(
     return clauses
 
 
+def _visible_among(
+    conn: Connection, filters: list[Any], ids: Sequence[int], columns: Sequence[Any]
+) -> list[Any]:
+    """The rows of `ids` that pass the filters (ACL included), in no particular order."""
+    id_list = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
+    return list(
+        conn.execute(
+            select(facts.c.id, *columns).where(facts.c.id.in_(id_list.scalar_subquery()), *filters)
+        ).all()
+    )
+
+
+def _fts_ranked(
+    conn: Connection, filters: list[Any], match: str, want: int
+) -> list[tuple[int, float]]:
+    """Best bm25 first among visible facts: rank in FTS5 alone (fast, in C), then keep the
+    visible candidates; widen until `want` are found or the matches run out."""
+    fetch = max(4 * want, 40)
+    while True:
+        candidates = conn.execute(
+            select(facts_fts.c.rowid, func.bm25(literal_column("facts_fts")))
+            .where(literal_column("facts_fts").op("MATCH")(match))
+            .order_by(literal_column("rank"))
+            .limit(fetch)
+        ).all()
+        keep = {row.id for row in _visible_among(conn, filters, [c[0] for c in candidates], [])}
+        ranked = [(int(fid), float(bm25)) for fid, bm25 in candidates if fid in keep]
+        if len(ranked) >= want or len(candidates) < fetch:
+            ranked.sort(key=lambda pair: (pair[1], pair[0]))
+            return ranked[:want]
+        fetch *= 4
+
+
+def _document_frequency(conn: Connection, chunk: str) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(facts_fts)
+        .where(literal_column("facts_fts").op("MATCH")(chunk))
+    ).scalar_one()
+
+
 def keyword_ranking(
     conn: Connection, filters: list[Any], q: str, want: int
 ) -> list[tuple[int, float]]:
-    """(fact id, bm25) best first; bm25 is lower-is-better as FTS5 gives it."""
-    match = fts_query(q)
-    if match is None:
+    """(fact id, bm25) best first; bm25 is lower-is-better as FTS5 gives it.
+
+    Facts holding every word come first. When they are fewer than `want`, facts
+    holding any of the query's *selective* words follow: words found in more than
+    RELAX_MAX_SHARE of all facts (the, of, value ...) would make the relaxed query
+    score most of the memory for almost no ranking signal, so they are left out.
+    """
+    chunks = fts_chunks(q)
+    if not chunks:
         return []
-    fts_rank = func.bm25(literal_column("facts_fts"))
-    rows = conn.execute(
-        select(facts.c.id, fts_rank.label("bm25"))
-        .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
-        .where(literal_column("facts_fts").op("MATCH")(match), *filters)
-        .order_by(fts_rank, facts.c.id)
-        .limit(want)
-    ).all()
-    return [(row.id, float(row.bm25)) for row in rows]
+    ranked = _fts_ranked(conn, filters, " ".join(chunks), want)
+    if len(ranked) >= want or len(chunks) == 1:
+        return ranked
+    total = conn.execute(select(func.count()).select_from(facts)).scalar_one()
+    frequency = {c: _document_frequency(conn, c) for c in chunks}
+    selective = [c for c in chunks if 0 < frequency[c] <= max(RELAX_MAX_SHARE * total, 50)]
+    if not selective:
+        return ranked
+    seen = {fid for fid, _ in ranked}
+    relaxed = _fts_ranked(conn, filters, " OR ".join(selective), want + len(seen))
+    ranked += [pair for pair in relaxed if pair[0] not in seen]
+    return ranked[:want]
 
 
 def _exact(
     conn: Connection, filters: list[Any], query: np.ndarray, ids: Sequence[int] | None
 ) -> list[tuple[int, float]]:
     """Cosine distance for the visible facts among `ids` (or all visible ones)."""
-    stmt = select(facts.c.id, facts.c.embedding).where(facts.c.embedding.is_not(None), *filters)
-    if ids is not None:
-        id_list = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
-        stmt = stmt.where(facts.c.id.in_(id_list.scalar_subquery()))
-    rows = conn.execute(stmt).all()
+    with_vector = [*filters, facts.c.embedding.is_not(None)]
+    if ids is None:
+        rows = conn.execute(select(facts.c.id, facts.c.embedding).where(*with_vector)).all()
+    else:
+        rows = _visible_among(conn, with_vector, ids, [facts.c.embedding])
     if not rows:
         return []
     matrix = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
@@ -115,7 +170,8 @@ def semantic_ranking(
     order = index.ranked_ids(query)
     needed = max(want, MIN_RESCORED)
     scored: list[tuple[int, float]] = []
-    start, chunk = 0, needed
+    # Start wide enough that a subject seeing half the memory needs one round.
+    start, chunk = 0, 2 * needed
     while start < len(order) and len(scored) < needed:
         if start >= len(order) // 4:
             # The filters keep few facts: score every visible one exactly instead.

@@ -1,0 +1,29 @@
+"""Declared error responses, so generated clients know every status a route can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.schemas.common import Problem
+
+_DESCRIPTIONS = {
+    401: "Missing or invalid bearer token",
+    403: "Readable, but the subject may not change it",
+    404: "Not found, or not visible to the subject",
+    409: "Conflict with the current state",
+    413: "Request body too large",
+    422: "Invalid input; `errors` names the fields",
+    500: "Unexpected server error",
+    503: "A needed part of the service is unavailable",
+}
+
+# Every authenticated route can give these.
+AUTHED = (401, 422, 500)
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """`responses=` entries; app.main moves their schema under application/problem+json."""
+    return {
+        status: {"model": Problem, "description": _DESCRIPTIONS[status]}
+        for status in sorted(set(statuses))
+    }

@@ -1,0 +1,152 @@
+"""Facts: store, batch, read, recall, history, delete, list."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from app.api.deps import DbDep, RuntimeDep
+from app.api.problems import located
+from app.api.responses import AUTHED, problems
+from app.errors import InvalidInput
+from app.schemas.facts import MAX_ID, MAX_PATH_CHARS, BatchIn, Fact, FactIn, FactList, FactsOut
+from app.services import facts as fact_service
+from app.services.embedding import embed_for_store
+
+router = APIRouter(prefix="/v1/facts", tags=["facts"])
+
+# Each filter is a subquery; far more than a fact can carry would only make slow SQL.
+MAX_TAG_FILTERS = 32
+
+FactId = Annotated[int, Path(ge=1, le=MAX_ID, description="Fact id")]
+Peek = Annotated[bool, Query(description="Read without counting a recall")]
+
+
+def _new(item: FactIn) -> fact_service.NewFact:
+    return fact_service.NewFact(item.path, item.content, item.tags, item.supersedes_id)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Fact,
+    operation_id="store_fact",
+    responses=problems(*AUTHED, 403, 404, 409, 413),
+)
+def store_fact(body: FactIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
+    """Store one fact (superseding another with `supersedes_id`)."""
+    with located("body"):
+        (item,) = fact_service.validate_new_facts([_new(body)], rt.settings.limits)
+    # Embed before taking the write lock: the model must not hold up other writers.
+    (vector,) = embed_for_store(rt.embedder, [item.content])
+    with located("body"), db.writing() as (conn, ctx):
+        return fact_service.store_fact(conn, ctx, item, vector=vector)
+
+
+@router.post(
+    "/batch",
+    status_code=status.HTTP_201_CREATED,
+    response_model=FactsOut,
+    operation_id="store_facts_batch",
+    responses=problems(*AUTHED, 403, 404, 409, 413),
+)
+def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
+    """Store several facts, all or nothing."""
+    limit = rt.settings.limits.batch_facts
+    if len(body.facts) > limit:
+        message = f"a batch holds at most {limit} facts, not {len(body.facts)}"
+        raise InvalidInput(message, errors=[{"loc": ["body", "facts"], "msg": message}])
+    prefix = ["body", "facts"]
+    items = fact_service.validate_new_facts(
+        [_new(f) for f in body.facts], rt.settings.limits, error_prefix=prefix
+    )
+    vectors = embed_for_store(rt.embedder, [item.content for item in items])
+    with db.writing() as (conn, ctx):
+        stored = fact_service.store_facts(conn, ctx, items, vectors=vectors, error_prefix=prefix)
+    return {"facts": stored}
+
+
+@router.get(
+    "",
+    response_model=FactList,
+    operation_id="list_facts",
+    responses=problems(*AUTHED),
+)
+def list_facts(
+    db: DbDep,
+    under: Annotated[
+        str | None, Query(max_length=MAX_PATH_CHARS, description="Only facts in this subtree")
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        Query(max_length=MAX_TAG_FILTERS, description="key=value, repeatable; all must hold"),
+    ] = None,
+    sort: Annotated[
+        Literal["created", "strength"], Query(description="Newest or strongest first")
+    ] = "created",
+    limit: Annotated[int, Query(ge=1, le=fact_service.MAX_LIMIT)] = 50,
+    cursor: Annotated[
+        str | None, Query(max_length=1024, description="next_cursor of the previous page")
+    ] = None,
+) -> dict[str, Any]:
+    """List current facts (browsing, not a recall), with cursor pagination."""
+    with located("query"), db.reading() as (conn, ctx):
+        return fact_service.list_facts(
+            conn, ctx, under=under, tags=tag, sort=sort, limit=limit, cursor=cursor
+        )
+
+
+@router.get(
+    "/{fact_id}",
+    response_model=Fact,
+    operation_id="get_fact",
+    responses=problems(*AUTHED, 404),
+)
+def get_fact(
+    fact_id: FactId,
+    db: DbDep,
+    peek: Peek = False,
+    include_deleted: Annotated[bool, Query(description="Show a deleted fact too")] = False,
+) -> dict[str, Any]:
+    """Read one fact by id (a recall, unless `peek`)."""
+    # A peek writes nothing: it needs no write lock.
+    with db.reading() if peek else db.writing() as (conn, ctx):
+        return fact_service.get_fact(conn, ctx, fact_id, peek=peek, include_deleted=include_deleted)
+
+
+@router.delete(
+    "/{fact_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="delete_fact",
+    responses=problems(*AUTHED, 403, 404),
+)
+def delete_fact(fact_id: FactId, db: DbDep) -> None:
+    """Delete a fact: it drops out of everything but history."""
+    with db.writing() as (conn, ctx):
+        fact_service.delete_fact(conn, ctx, fact_id)
+
+
+@router.get(
+    "/{fact_id}/history",
+    response_model=FactsOut,
+    operation_id="get_fact_history",
+    responses=problems(*AUTHED, 404),
+)
+def get_fact_history(fact_id: FactId, db: DbDep) -> dict[str, Any]:
+    """Return the supersede chain through a fact, oldest first."""
+    with db.reading() as (conn, ctx):
+        return {"facts": fact_service.history(conn, ctx, fact_id)}
+
+
+@router.post(
+    "/{fact_id}/recall",
+    response_model=Fact,
+    operation_id="recall_fact",
+    responses=problems(*AUTHED, 404),
+)
+def recall_fact(fact_id: FactId, db: DbDep) -> dict[str, Any]:
+    """Recall a fact explicitly: its stability grows."""
+    with db.writing() as (conn, ctx):
+        return fact_service.recall_fact(conn, ctx, fact_id)

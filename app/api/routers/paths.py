@@ -1,0 +1,71 @@
+"""The tree: a node with its tags, children and counts; tags on nodes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Response, status
+
+from app.api.deps import DbDep
+from app.api.problems import located
+from app.api.responses import AUTHED, problems
+from app.schemas.paths import PathOut
+from app.services import paths as path_service
+
+router = APIRouter(prefix="/v1/paths", tags=["paths"])
+
+# `{path:path}` takes the slashes of the topic path; empty is the root.
+TopicPath = Annotated[str, Path(description="Topic path without its leading '/'; empty: the root")]
+MAX_TAGS_PER_REQUEST = 64
+
+
+def _topic(raw: str) -> str:
+    return "/" + raw.lstrip("/")
+
+
+@router.get(
+    "/{path:path}",
+    response_model=PathOut,
+    operation_id="get_path",
+    responses=problems(*AUTHED, 404),
+)
+def get_path(path: TopicPath, db: DbDep) -> dict[str, Any]:
+    """Show a node: its tags, visible children and fact counts."""
+    with located("path"), db.reading() as (conn, ctx):
+        return path_service.describe_path(conn, ctx, _topic(path))
+
+
+@router.put(
+    "/{path:path}/tags",
+    response_model=PathOut,
+    operation_id="set_path_tags",
+    responses=problems(*AUTHED, 403, 404, 413),
+)
+def set_path_tags(
+    path: TopicPath,
+    tags: Annotated[
+        dict[str, str],
+        Body(max_length=MAX_TAGS_PER_REQUEST, examples=[{"visibility": "public"}]),
+    ],
+    db: DbDep,
+) -> dict[str, Any]:
+    """Set tags on a node (added or replaced); facts below inherit them, nearest wins."""
+    with located("body"), db.writing() as (conn, ctx):
+        return path_service.set_path_tags(conn, ctx, _topic(path), tags)
+
+
+@router.delete(
+    "/{path:path}/tags/{key}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="delete_path_tag",
+    responses=problems(*AUTHED, 403, 404),
+)
+def delete_path_tag(
+    path: TopicPath,
+    key: Annotated[str, Path(max_length=64)],
+    db: DbDep,
+) -> None:
+    """Remove one tag from a node."""
+    with located("path"), db.writing() as (conn, ctx):
+        path_service.remove_path_tag(conn, ctx, _topic(path), key)

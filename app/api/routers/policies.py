@@ -1,0 +1,54 @@
+"""Policy lines (role admin): list, add, remove. A change shows on the next request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response, status
+
+from app.api.deps import DbDep
+from app.api.problems import located
+from app.api.responses import AUTHED, problems
+from app.schemas.policies import Policy, PolicyIn, PolicyList
+from app.services import policies as policy_service
+
+router = APIRouter(prefix="/v1/policies", tags=["policies"])
+
+
+@router.get(
+    "",
+    response_model=PolicyList,
+    operation_id="list_policies",
+    responses=problems(*AUTHED, 403),
+)
+def list_policies(db: DbDep) -> dict[str, Any]:
+    """List the policy lines."""
+    with db.reading() as (conn, ctx):
+        lines = policy_service.list_policies(conn, ctx)
+    return {"policies": [line.as_dict() for line in lines]}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=Policy,
+    operation_id="add_policy",
+    responses=problems(*AUTHED, 403, 409, 413),
+)
+def add_policy(body: PolicyIn, db: DbDep) -> dict[str, Any]:
+    """Add a policy line, e.g. `p, alice, path:/work/acme/*, read, allow`."""
+    with located("body", "line"), db.writing() as (conn, ctx):
+        return policy_service.add_policy(conn, ctx, body.line).as_dict()
+
+
+@router.delete(
+    "",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    operation_id="remove_policy",
+    responses=problems(*AUTHED, 403, 404, 413),
+)
+def remove_policy(body: PolicyIn, db: DbDep) -> None:
+    """Remove a policy line."""
+    with located("body", "line"), db.writing() as (conn, ctx):
+        policy_service.remove_policy(conn, ctx, body.line)

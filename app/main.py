@@ -1,0 +1,102 @@
+"""create_app(settings) -> FastAPI: the HTTP service.
+
+The lifespan opens the memory once (engine, schema at head, rules, model) and
+builds the token verifier (creating the local signing key on first start). A
+caller that already holds a Runtime, such as tests or `embornal serve`, passes
+it in and keeps ownership of it. Building the app touches no file, so the
+OpenAPI document can be made without a database.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from prometheus_client import CollectorRegistry
+
+from app import __version__
+from app.api.limits import BodyLimitMiddleware
+from app.api.problems import PROBLEM_JSON, install_problem_handlers
+from app.api.routers import facts, health, meta, paths, policies, search
+from app.auth.tokens import TokenVerifier
+from app.runtime import Runtime, open_runtime
+from app.settings import Settings
+
+DESCRIPTION = (
+    "A memory of small facts for AI agents: store one fact at a time, find it again "
+    "by keyword, by meaning, or by how strong it still is. Every route but health, "
+    "readiness and this document needs `Authorization: Bearer <JWT>`. Errors are RFC 9457 "
+    "`application/problem+json`."
+)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    clock: Callable[[], float] | None = None,
+    verifier: TokenVerifier | None = None,
+) -> FastAPI:
+    """Make the app; `runtime`, `clock` and `verifier` are for callers that already hold them."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = runtime is None
+        rt = runtime or open_runtime(settings, load_model=True)
+        try:
+            app.state.runtime = rt
+            app.state.verifier = verifier or TokenVerifier(settings)
+            yield
+        finally:
+            if owned:
+                rt.close()
+
+    app = FastAPI(
+        title="embornal",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.clock = clock
+    # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
+    app.state.metrics_registry = CollectorRegistry()
+    install_problem_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
+    for module in (facts, search, paths, policies, meta, health):
+        _summaries_from_docstrings(module.router)
+        app.include_router(module.router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _summaries_from_docstrings(router: APIRouter) -> None:
+    """A route's first docstring line is its summary (FastAPI would use its function name)."""
+    for route in router.routes:
+        if isinstance(route, APIRoute) and not route.summary and route.endpoint.__doc__:
+            route.summary = inspect.cleandoc(route.endpoint.__doc__).partition("\n")[0].strip()
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, with error bodies declared as application/problem+json."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        for path_item in schema.get("paths", {}).values():
+            for operation in path_item.values():
+                for response in operation.get("responses", {}).values():
+                    content = response.get("content", {})
+                    body = content.get("application/json", {})
+                    if body.get("schema", {}).get("$ref", "").endswith("/Problem"):
+                        content[PROBLEM_JSON] = content.pop("application/json")
+        app.openapi_schema = schema
+    return app.openapi_schema

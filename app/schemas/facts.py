@@ -1,0 +1,65 @@
+"""Facts in and out (SPEC: "A fact in JSON has at least ...")."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from app.schemas.common import RequestModel, UtcTime
+
+# SQLite integers are 64-bit; a larger id is a 422, not an overflow deep in the driver.
+MAX_ID = 2**63 - 1
+# Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
+MAX_PATH_CHARS = 4096
+
+
+class FactIn(RequestModel):
+    path: str = Field(
+        max_length=MAX_PATH_CHARS,
+        description="Topic path, folded to lowercase, e.g. /projects/embornal",
+    )
+    content: str = Field(description="One small statement; [[/path]] links allowed")
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="The fact's own tags; `owner` is written by the memory"
+    )
+    supersedes_id: int | None = Field(
+        default=None, ge=1, le=MAX_ID, description="Id of the fact this corrects"
+    )
+
+
+class BatchIn(RequestModel):
+    facts: list[FactIn] = Field(min_length=1, description="Stored all or nothing")
+
+
+class Link(BaseModel):
+    path: str
+    exists: bool = Field(description="True when the node exists and the reader may see it")
+
+
+class Fact(BaseModel):
+    id: int
+    path: str
+    content: str
+    owner: str
+    tags: dict[str, str] = Field(description="The fact's own tags, owner included")
+    effective_tags: dict[str, str] = Field(description="Own tags over inherited, nearest wins")
+    links: list[Link]
+    supersedes_id: int | None
+    superseded_by_id: int | None
+    deleted_at: UtcTime | None
+    created_at: UtcTime
+    last_recall_at: UtcTime | None
+    recall_count: int
+    stability_days: float
+    strength: float = Field(description="exp(-elapsed_days / stability_days), now")
+    embedded: bool
+
+
+class FactList(BaseModel):
+    facts: list[Fact]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end")
+
+
+class FactsOut(BaseModel):
+    """Facts in a given order: a batch as stored, or a supersede chain oldest first."""
+
+    facts: list[Fact]

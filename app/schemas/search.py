@@ -1,0 +1,49 @@
+"""Search requests and results."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from app.schemas.common import RequestModel
+from app.schemas.facts import MAX_PATH_CHARS, Fact
+
+Mode = Literal["keyword", "semantic", "hybrid"]
+Sort = Literal["relevance", "strength"]
+MAX_QUERY_CHARS = 4000
+MAX_RESULTS = 100
+
+
+class SearchIn(RequestModel):
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    mode: Mode | None = Field(
+        default=None, description="Default: hybrid when a model is loaded, else keyword"
+    )
+    under: str | None = Field(
+        default=None, max_length=MAX_PATH_CHARS, description="Only facts in this subtree"
+    )
+    tag: list[str] = Field(default_factory=list, description="key=value filters, all must hold")
+    min_strength: float | None = Field(default=None, ge=0.0, le=1.0)
+    limit: int = Field(default=10, ge=1, le=MAX_RESULTS)
+    sort: Sort = Field(default="relevance", description="Order the page by relevance or strength")
+    peek: bool = Field(default=False, description="Read without counting a recall")
+
+
+class Scores(BaseModel):
+    """The scores a result was ranked by; which ones are present depends on the mode."""
+
+    bm25: float | None = Field(default=None, description="FTS5 bm25: lower is better")
+    cosine: float | None = Field(default=None, description="Cosine similarity to the query")
+    rrf: float | None = Field(default=None, description="Reciprocal rank fusion (hybrid)")
+
+
+class SearchResult(BaseModel):
+    fact: Fact
+    score: float = Field(description="What the results are ordered by (higher is better)")
+    scores: Scores
+
+
+class SearchOut(BaseModel):
+    mode: Mode
+    results: list[SearchResult]

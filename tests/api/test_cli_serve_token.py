@@ -1,0 +1,97 @@
+"""`embornal token issue` makes tokens the app accepts; `embornal serve` runs this app."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app import cli
+from app.errors import EmbornalError
+from app.settings import Settings
+from tests.api.conftest import assert_problem
+from tests.conftest import TEST_WIDTH
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
+    env |= {
+        "EMBORNAL_HOME": str(home),
+        "EMBORNAL_EMBEDDING__MODEL": "none",
+        "EMBORNAL_EMBEDDING__WIDTH": str(TEST_WIDTH),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The in-process CLI on the test memory's home."""
+    monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
+    monkeypatch.delenv("EMBORNAL_JWT_SECRET", raising=False)
+    monkeypatch.setattr(cli.state, "settings", None)
+    return settings
+
+
+def test_issued_token_is_accepted(client: TestClient, cli_env: Settings) -> None:
+    issued = CliRunner().invoke(
+        cli.app, ["token", "issue", "--subject", "alice", "--expires", "1h", "--json"]
+    )
+    assert issued.exit_code == 0, issued.output
+    body = json.loads(issued.stdout)
+    assert body["subject"] == "alice" and body["expires_at"].endswith("Z")
+    response = client.get("/v1/whoami", headers={"Authorization": f"Bearer {body['token']}"})
+    assert response.status_code == 200, response.text
+    assert response.json()["subject"] == "alice"
+
+    plain = CliRunner().invoke(cli.app, ["token", "issue", "--subject", "bob"])
+    assert plain.exit_code == 0 and plain.stdout.strip().count(".") == 2
+
+
+def test_token_issue_refuses_a_bad_subject(cli_env: Settings) -> None:
+    result = CliRunner().invoke(cli.app, ["token", "issue", "--subject", "a b"])
+    assert isinstance(result.exception, EmbornalError)  # main() prints it in one line
+
+
+def test_token_issue_refuses_bad_input_in_one_line(settings: Settings) -> None:
+    result = run(
+        settings.dirs.config_dir, "token", "issue", "--subject", "bob", "--expires", "soon"
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: bad duration") and result.stderr.count("\n") == 1
+
+
+def test_serve_runs_the_app_with_settings_and_options(
+    cli_env: Settings, monkeypatch: pytest.MonkeyPatch, auth
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_run(app: FastAPI, **options: Any) -> None:
+        seen.update(options)
+        with TestClient(app) as served:  # the app is usable: runtime and verifier in place
+            seen["status"] = served.get("/v1/whoami", headers=auth("default")).status_code
+            assert_problem(served.get("/v1/whoami"), 401)
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    result = CliRunner().invoke(cli.app, ["serve", "--port", "9123"])
+    assert result.exit_code == 0, result.output
+    assert seen["port"] == 9123
+    assert seen["host"] == "127.0.0.1"
+    assert seen["proxy_headers"] is True
+    assert seen["status"] == 200

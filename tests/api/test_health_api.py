@@ -1,0 +1,47 @@
+"""Liveness, readiness and metrics."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app.runtime import Runtime
+from tests.api.conftest import Auth, assert_problem
+
+
+def test_healthz_needs_no_token(client: TestClient) -> None:
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_ready_without_a_model_says_why(client: TestClient, rt: Runtime) -> None:
+    rt.model_problem = "the model files are missing; run `embornal model pull`"
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["database"]["ok"] and body["migrations"]["ok"]
+    assert body["model"]["loaded"] is False
+    assert body["model"]["reason"] == rt.model_problem
+
+
+def test_not_ready_when_migrations_are_behind(client: TestClient, rt: Runtime) -> None:
+    with rt.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'old'"))
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unready"
+    assert body["migrations"]["ok"] is False
+
+
+def test_metrics_needs_a_token(client: TestClient, auth: Auth) -> None:
+    assert_problem(client.get("/metrics"), 401)
+    response = client.get("/metrics", headers=auth("default"))
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+
+
+def test_openapi_document_is_public(client: TestClient) -> None:
+    assert client.get("/openapi.json").status_code == 200

@@ -1,0 +1,102 @@
+"""Search over HTTP: GET and POST forms, modes, filters, recalls, limits."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.embeddings.fake import FakeEmbedder
+from app.runtime import Runtime
+from tests.api.conftest import Auth, assert_problem
+from tests.conftest import TEST_WIDTH
+
+
+def _store(client: TestClient, auth: Auth, path: str, content: str, **extra) -> dict:
+    body = {"path": path, "content": content, **extra}
+    response = client.post("/v1/facts", json=body, headers=auth("default"))
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_keyword_search_get_and_post(client: TestClient, auth: Auth) -> None:
+    target = _store(client, auth, "/ops", "the outage is tracked as OPS-48213")
+    _store(client, auth, "/ops", "routine maintenance note")
+    got = client.get("/v1/search", params={"q": "OPS-48213"}, headers=auth("default"))
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert body["mode"] == "keyword"  # no model loaded: keyword is the default
+    assert body["results"][0]["fact"]["id"] == target["id"]
+    assert body["results"][0]["scores"]["bm25"] is not None
+    assert body["results"][0]["fact"]["recall_count"] == 1  # a search hands content out
+
+    posted = client.post(
+        "/v1/search",
+        json={"q": "OPS-48213", "peek": True, "under": "/ops"},
+        headers=auth("default"),
+    )
+    assert posted.status_code == 200, posted.text
+    assert posted.json()["results"][0]["fact"]["recall_count"] == 1  # peek: no second recall
+
+
+def test_search_filters(client: TestClient, auth: Auth) -> None:
+    a = _store(client, auth, "/x/a", "shared words here", tags={"team": "red"})
+    b = _store(client, auth, "/y/b", "shared words here", tags={"team": "blue"})
+    under = client.get("/v1/search", params={"q": "shared", "under": "/x"}, headers=auth("default"))
+    assert [r["fact"]["id"] for r in under.json()["results"]] == [a["id"]]
+    tagged = client.get(
+        "/v1/search", params={"q": "shared", "tag": "team=blue"}, headers=auth("default")
+    )
+    assert [r["fact"]["id"] for r in tagged.json()["results"]] == [b["id"]]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"q": "x", "limit": 101},
+        {"q": "x", "limit": 0},
+        {"q": ""},
+        {},
+        {"q": "x", "mode": "psychic"},
+        {"q": "x", "min_strength": 2},
+        {"q": "x", "tag": "nokey"},
+        {"q": "x", "under": "relative"},
+    ],
+)
+def test_bad_search_parameters_are_422(client: TestClient, auth: Auth, params: dict) -> None:
+    problem = assert_problem(client.get("/v1/search", params=params, headers=auth("default")), 422)
+    assert problem["errors"][0]["loc"][0] == "query"
+
+
+def test_post_search_refuses_unknown_fields_and_big_limits(client: TestClient, auth: Auth) -> None:
+    for body in ({"q": "x", "colour": "red"}, {"q": "x", "limit": 101}):
+        response = client.post("/v1/search", json=body, headers=auth("default"))
+        assert_problem(response, 422)
+
+
+def test_semantic_without_a_model_is_503_saying_why(
+    client: TestClient, auth: Auth, rt: Runtime
+) -> None:
+    rt.model_problem = "no embedding model is configured (embedding.model: none)"
+    response = client.get(
+        "/v1/search", params={"q": "x", "mode": "semantic"}, headers=auth("default")
+    )
+    problem = assert_problem(response, 503)
+    assert "embedding.model: none" in problem["detail"]
+
+
+def test_with_a_model_stores_embed_and_hybrid_is_the_default(
+    client: TestClient, auth: Auth, rt: Runtime
+) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    fact = _store(client, auth, "/pets", "the cat sleeps on the warm windowsill")
+    _store(client, auth, "/pets", "dogs bark at the mail carrier")
+    assert fact["embedded"] is True
+    response = client.get("/v1/search", params={"q": "cat windowsill"}, headers=auth("default"))
+    body = response.json()
+    assert body["mode"] == "hybrid"
+    assert body["results"][0]["fact"]["id"] == fact["id"]
+    assert body["results"][0]["scores"]["rrf"] is not None
+    semantic = client.get(
+        "/v1/search", params={"q": "cat windowsill", "mode": "semantic"}, headers=auth("default")
+    ).json()
+    assert semantic["results"][0]["scores"]["cosine"] is not None
