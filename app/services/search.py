@@ -13,12 +13,14 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from sqlalchemy import Connection, func, literal_column, select, text
 
 from app.db.tables import facts, facts_fts
+from app.embeddings.base import Embedder
 from app.errors import InvalidInput, Unavailable
 from app.services import facts as fact_service
 from app.services.context import Context
@@ -65,8 +67,6 @@ def _filters(
     if scope is not None:
         clauses.append(scope)
     if min_strength is not None and min_strength > 0:
-        if min_strength > 1:
-            raise _invalid("min_strength", "min_strength must be between 0 and 1")
         # strength >= m  <=>  elapsed/stability <= -ln(m)
         clauses.append(decay_sql(ctx.clock()) <= -math.log(min_strength))
     return clauses
@@ -185,6 +185,112 @@ def semantic_ranking(
     return scored[:want]
 
 
+@dataclass(frozen=True)
+class Query:
+    """A checked search request; `vector` is the query's embedding when the mode needs one."""
+
+    q: str
+    mode: Mode
+    limit: int
+    vector: np.ndarray | None = None
+    under: str | None = None
+    tags: Sequence[str] = ()
+    min_strength: float | None = None
+    sort: SearchSort = "relevance"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    mode: Mode
+    order: list[tuple[int, float]]  # (fact id, the score it was ranked by), best first
+    scores: dict[int, dict[str, float]]
+    sort: SearchSort = "relevance"
+
+
+def prepare(
+    *,
+    q: str,
+    embedder: Embedder | None,
+    model_problem: str | None = None,
+    mode: Mode | None = None,
+    limit: int = 10,
+    under: str | None = None,
+    tags: Sequence[str] | None = None,
+    min_strength: float | None = None,
+    sort: SearchSort = "relevance",
+) -> Query:
+    """Check the request and embed the query text: model time, spent before any
+    transaction opens, so a search never holds the database while the model runs."""
+    fact_service.check_limit(limit)
+    if not q or not q.strip():
+        raise _invalid("q", "q must hold some text to search for")
+    if len(q) > MAX_QUERY_CHARS:
+        raise _invalid("q", f"q is longer than {MAX_QUERY_CHARS} characters")
+    if min_strength is not None and not 0 <= min_strength <= 1:
+        raise _invalid("min_strength", "min_strength must be between 0 and 1")
+    mode = mode or ("hybrid" if embedder is not None else "keyword")
+    vector = None
+    if mode in ("semantic", "hybrid"):
+        if embedder is None:
+            reason = model_problem or "no embedding model is loaded"
+            raise Unavailable(f"{mode} search needs an embedding model: {reason}")
+        vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
+    return Query(q, mode, limit, vector, under, tuple(tags or ()), min_strength, sort)
+
+
+def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ranking:
+    """Rank the facts the subject may see; reads only (a read transaction will do)."""
+    filters = _filters(ctx, query.under, query.tags, query.min_strength)
+    limit, scores = query.limit, {}
+    order: list[tuple[int, float]]
+    if query.mode == "keyword":
+        ranked = keyword_ranking(conn, filters, query.q, limit)
+        scores = {fid: {"bm25": bm25} for fid, bm25 in ranked}
+        order = [(fid, -bm25) for fid, bm25 in ranked]
+        return Ranking(query.mode, order, scores, query.sort)
+    assert query.vector is not None
+    depth = limit if query.mode == "semantic" else max(2 * limit, 50)
+    semantic = semantic_ranking(conn, filters, index, query.vector, depth)
+    for fid, distance in semantic:
+        scores.setdefault(fid, {})["cosine"] = 1.0 - distance
+    if query.mode == "semantic":
+        order = [(fid, 1.0 - distance) for fid, distance in semantic]
+        return Ranking(query.mode, order, scores, query.sort)
+    keyword = keyword_ranking(conn, filters, query.q, depth)
+    for fid, bm25 in keyword:
+        scores.setdefault(fid, {})["bm25"] = bm25
+    fused: dict[int, float] = {}
+    for ranking in (keyword, semantic):
+        for position, (fid, _) in enumerate(ranking, start=1):
+            fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + position)
+    order = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+    for fid, value in order:
+        scores[fid]["rrf"] = value
+    return Ranking(query.mode, order, scores, query.sort)
+
+
+def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> dict[str, Any]:
+    """Hand the results to the reader: each one a recall unless `peek`.
+
+    The ids are checked again here: ranking may have run in an earlier
+    transaction, and a fact deleted or hidden since must not be handed out.
+    """
+    wanted = [fid for fid, _ in ranking.order]
+    still = {row.id for row in _visible_among(conn, [visible_current(ctx)], wanted, [])}
+    ids = [fid for fid in wanted if fid in still]
+    if not peek:
+        fact_service.recall(conn, ctx, ids)
+    hydrated = {fact["id"]: fact for fact in fact_service.hydrate(conn, ctx, ids)}
+    results: list[dict[str, Any]] = [
+        {"fact": hydrated[fid], "score": score, "scores": ranking.scores[fid]}
+        for fid, score in ranking.order
+        if fid in hydrated
+    ]
+    if ranking.sort == "strength":
+        results.sort(key=lambda r: (-r["fact"]["strength"], r["fact"]["id"]))
+    return {"mode": ranking.mode, "results": results}
+
+
 def search(
     conn: Connection,
     ctx: Context,
@@ -199,55 +305,17 @@ def search(
     peek: bool = False,
     sort: SearchSort = "relevance",
 ) -> dict[str, Any]:
-    """Find facts; each result handed out is a recall unless `peek`."""
-    fact_service.check_limit(limit)
-    if not q or not q.strip():
-        raise _invalid("q", "q must hold some text to search for")
-    if len(q) > MAX_QUERY_CHARS:
-        raise _invalid("q", f"q is longer than {MAX_QUERY_CHARS} characters")
-    has_model = ctx.embedder is not None and index is not None
-    mode = mode or ("hybrid" if has_model else "keyword")
-    if mode in ("semantic", "hybrid") and not has_model:
-        reason = ctx.model_problem or "no embedding model is loaded"
-        raise Unavailable(f"{mode} search needs an embedding model: {reason}")
-    filters = _filters(ctx, under, tags, min_strength)
-
-    scores: dict[int, dict[str, float]] = {}
-    if mode == "keyword":
-        ranked = keyword_ranking(conn, filters, q, limit)
-        for fid, bm25 in ranked:
-            scores[fid] = {"bm25": bm25}
-        order = [(fid, -bm25) for fid, bm25 in ranked]
-    else:
-        assert ctx.embedder is not None and index is not None
-        query = np.asarray(ctx.embedder.embed_query(q), dtype=np.float32)
-        depth = limit if mode == "semantic" else max(2 * limit, 50)
-        semantic = semantic_ranking(conn, filters, index, query, depth)
-        for fid, distance in semantic:
-            scores.setdefault(fid, {})["cosine"] = 1.0 - distance
-        if mode == "semantic":
-            order = [(fid, 1.0 - distance) for fid, distance in semantic]
-        else:
-            keyword = keyword_ranking(conn, filters, q, depth)
-            for fid, bm25 in keyword:
-                scores.setdefault(fid, {})["bm25"] = bm25
-            fused: dict[int, float] = {}
-            for ranking in (keyword, semantic):
-                for rank, (fid, _) in enumerate(ranking, start=1):
-                    fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + rank)
-            order = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
-            for fid, value in order:
-                scores[fid]["rrf"] = value
-
-    ids = [fid for fid, _ in order]
-    if not peek:
-        fact_service.recall(conn, ctx, ids)
-    hydrated = {fact["id"]: fact for fact in fact_service.hydrate(conn, ctx, ids)}
-    results: list[dict[str, Any]] = [
-        {"fact": hydrated[fid], "score": score, "scores": scores[fid]}
-        for fid, score in order
-        if fid in hydrated
-    ]
-    if sort == "strength":
-        results.sort(key=lambda r: (-r["fact"]["strength"], r["fact"]["id"]))
-    return {"mode": mode, "results": results}
+    """Prepare, rank and deliver in one transaction (the CLI's way; the API splits them)."""
+    query = prepare(
+        q=q,
+        embedder=ctx.embedder if index is not None else None,
+        model_problem=ctx.model_problem,
+        mode=mode,
+        limit=limit,
+        under=under,
+        tags=tags,
+        min_strength=min_strength,
+        sort=sort,
+    )
+    ranking = rank(conn, ctx, query, index or VectorIndex())
+    return deliver(conn, ctx, ranking, peek=peek)

@@ -21,21 +21,24 @@ ERRORS = problems(*AUTHED, 503)
 
 
 def _search(rt: Runtime, db: Db, where: str, params: SearchIn) -> dict[str, Any]:
-    # A search hands content to its reader: a recall of each result (a write) unless peek.
-    with located(where), db.reading() if params.peek else db.writing() as (conn, ctx):
-        return search_service.search(
-            conn,
-            ctx,
-            index=rt.vector_index,
+    with located(where):
+        # The model runs first, with no transaction open; ranking only reads; and
+        # the write lock is taken just to count the recalls of what is handed out.
+        query = search_service.prepare(
             q=params.q,
+            embedder=rt.embedder,
+            model_problem=rt.model_problem,
             mode=params.mode,
+            limit=params.limit,
             under=params.under,
             tags=params.tag,
             min_strength=params.min_strength,
-            limit=params.limit,
-            peek=params.peek,
             sort=params.sort,
         )
+        with db.reading() as (conn, ctx):
+            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+        with db.reading() if params.peek else db.writing() as (conn, ctx):
+            return search_service.deliver(conn, ctx, ranking, peek=params.peek)
 
 
 @router.get("", response_model=SearchOut, operation_id="search_facts", responses=ERRORS)
