@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from app import __version__
 from app.api.limits import BodyLimitMiddleware
+from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
@@ -65,9 +66,13 @@ def create_app(
     app.state.settings = settings
     app.state.clock = clock
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
-    app.state.metrics_registry = CollectorRegistry()
+    registry = CollectorRegistry()
+    app.state.metrics_registry = registry
+    registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
     install_problem_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
+    # Outermost: every response, a refused body included, gets an id and is counted.
+    app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))
     for module in (facts, search, paths, policies, meta, health):
         _summaries_from_docstrings(module.router)
         app.include_router(module.router)
