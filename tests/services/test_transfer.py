@@ -1,0 +1,383 @@
+"""Backup, export and import: lossless round trip, idempotent merge, checked lines, live backup."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+import stat
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from app.db.tables import facts, facts_vec
+from app.errors import Conflict, Forbidden, InvalidInput
+from app.runtime import Runtime, open_runtime
+from app.services import facts as fact_service
+from app.services import paths as path_service
+from app.services import policies as policy_service
+from app.services import transfer
+from app.services.facts import NewFact
+from tests.conftest import TEST_WIDTH, FakeClock, make_settings
+
+
+def vector(seed: int) -> bytes:
+    return np.random.default_rng(seed).standard_normal(TEST_WIDTH).astype("<f4").tobytes()
+
+
+def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
+    out = io.StringIO()
+    with rt.reading() as (conn, ctx):
+        transfer.write_records(
+            transfer.export_memory(conn, ctx, with_embeddings=with_embeddings), out
+        )
+    return out.getvalue().splitlines()
+
+
+def import_lines(rt: Runtime, lines: list[str]) -> transfer.ImportReport:
+    data = transfer.read_export(lines, rt.settings.limits)
+    with rt.writing() as (conn, ctx):
+        return transfer.import_memory(conn, ctx, data)
+
+
+def count_facts(rt: Runtime) -> int:
+    with rt.reading() as (conn, _ctx):
+        return conn.execute(select(func.count()).select_from(facts)).scalar_one()
+
+
+@pytest.fixture
+def other(tmp_path: Path, migrated_template: Path) -> Iterator[Runtime]:
+    """A second, fresh memory (only what the migration wrote)."""
+    home = tmp_path / "other"
+    home.mkdir()
+    shutil.copy(migrated_template, home / "memory.db")
+    runtime = open_runtime(make_settings(home))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def rich(rt: Runtime, actor, clock: FakeClock) -> Runtime:
+    """A memory with everything an export must carry."""
+    me, alice = actor(), actor("alice")
+    with me.tx() as (conn, ctx):
+        for line in (
+            "p, alice, path:/team/*, read, allow",
+            "p, alice, path:/team/*, write, allow",
+            "p, bob, tag:visibility=public, read, deny",
+            "g, carol, admin",
+        ):
+            policy_service.add_policy(conn, ctx, line)
+        path_service.set_path_tags(conn, ctx, "/team", {"visibility": "public", "tier": "gold"})
+        path_service.set_path_tags(conn, ctx, "/empty/node", {"kind": "placeholder"})
+        first = fact_service.store_fact(
+            conn, ctx, NewFact("/projects/x", "the sky is blue", {"k": "v"}), vector=vector(1)
+        )
+        # A batch may store the same text twice at one instant: two facts, both kept.
+        fact_service.store_facts(
+            conn, ctx, [NewFact("/projects/x", "twice"), NewFact("/projects/x", "twice")]
+        )
+    clock.advance(days=1)
+    with me.tx() as (conn, ctx):
+        second = fact_service.store_fact(
+            conn, ctx, NewFact("/projects/x", "the sky is grey", supersedes_id=first["id"])
+        )
+    clock.advance(days=2)
+    with me.tx() as (conn, ctx):
+        fact_service.store_fact(
+            conn, ctx, NewFact("/projects/x", "the sky is dark", supersedes_id=second["id"])
+        )
+        # Characters str.splitlines() breaks on, which JSON leaves unescaped.
+        fact_service.store_fact(conn, ctx, NewFact("/projects/y", "a\u2028b\u2029c\x85d é"))
+        gone = fact_service.store_fact(conn, ctx, NewFact("/projects/y", "soon deleted"))
+        fact_service.delete_fact(conn, ctx, gone["id"])
+    with alice.tx() as (conn, ctx):
+        mine = fact_service.store_fact(
+            conn, ctx, NewFact("/team/notes", "alice's note [[/projects/x]]"), vector=vector(2)
+        )
+    clock.advance(days=5)
+    with me.tx() as (conn, ctx):
+        fact_service.get_fact(conn, ctx, mine["id"])  # a recall: recall state must travel
+    return rt
+
+
+def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtime) -> None:
+    before = export_lines(rich)
+    report = import_lines(other, before)
+    assert report.mode == "restore"
+    assert report.embeddings_written == 2 and report.facts_skipped == 0
+    assert export_lines(other) == before
+
+    records = [json.loads(line) for line in before]
+    by_content = {r["content"]: r for r in records if r["type"] == "fact"}
+    assert by_content["soon deleted"]["deleted_at"] is not None
+    note = by_content["alice's note [[/projects/x]]"]
+    assert note["owner"] == "alice" and note["tags"] == {"owner": "alice"}
+    assert note["recall_count"] == 1 and note["stability_days"] > 1.0
+    assert {"type": "policy", "line": "g, carol, admin"} in records
+    assert {r["path"]: r["tags"] for r in records if r["type"] == "path"}["/empty/node"] == {
+        "kind": "placeholder"
+    }
+
+    # The restored memory works: keyword index, vectors, history, effective tags.
+    with other.reading() as (conn, ctx):
+        hits = conn.exec_driver_sql(
+            "SELECT rowid FROM facts_fts WHERE facts_fts MATCH 'grey'"
+        ).all()
+        assert [h[0] for h in hits] == [by_content["the sky is grey"]["id"]]
+        assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 2
+        chain = fact_service.history(conn, ctx, by_content["the sky is blue"]["id"])
+        assert [f["content"] for f in chain] == [
+            "the sky is blue",
+            "the sky is grey",
+            "the sky is dark",
+        ]
+        (restored,) = fact_service.hydrate(conn, ctx, [note["id"]])
+        assert restored["effective_tags"]["visibility"] == "public"
+
+
+def test_without_embeddings_the_facts_wait_for_reindex(rich: Runtime, other: Runtime) -> None:
+    lines = export_lines(rich, with_embeddings=False)
+    assert all("embedding" not in json.loads(line) for line in lines)
+    report = import_lines(other, lines)
+    assert report.embeddings_written == 0
+    current = sum(
+        1 for r in map(json.loads, lines) if r["type"] == "fact" and r["deleted_at"] is None
+    )
+    assert report.facts_waiting_for_embedding == current
+    assert export_lines(other, with_embeddings=False) == lines
+
+
+def test_vectors_of_another_width_are_left_for_reindex(rich: Runtime, other: Runtime) -> None:
+    records = [json.loads(line) for line in export_lines(rich)]
+    records[0]["embedding_width"] = 16  # as if exported from a memory with another model
+    narrow = base64.b64encode(np.zeros(16, dtype="<f4").tobytes()).decode()
+    for record in records:
+        if "embedding" in record:
+            record["embedding"] = narrow
+    report = import_lines(other, [json.dumps(r) for r in records])
+    assert report.embeddings_written == 0
+    assert report.facts_waiting_for_embedding == sum(
+        1 for r in records if r["type"] == "fact" and r["deleted_at"] is None
+    )
+    with other.reading() as (conn, _ctx):
+        assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 0
+
+
+def test_importing_twice_changes_nothing_the_second_time(rich: Runtime, other: Runtime) -> None:
+    lines = export_lines(rich)
+    import_lines(other, lines)
+    again = import_lines(other, lines)
+    assert again.mode == "merge"
+    assert again.facts_added == again.policies_added == again.path_tags_added == 0
+    assert again.paths_added == 0
+    assert again.facts_skipped == sum(1 for line in lines if '"type":"fact"' in line)
+    assert export_lines(other) == lines
+    # And into the memory it came from: nothing new either.
+    assert import_lines(rich, lines).facts_added == 0
+
+
+def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
+    rich: Runtime, other: Runtime, clock: FakeClock
+) -> None:
+    with other.writing() as (conn, ctx):
+        ctx = replace(ctx, clock=clock)
+        own = fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
+        path_service.set_path_tags(conn, ctx, "/team", {"visibility": "private"})
+    lines = export_lines(rich)
+    report = import_lines(other, lines)
+    assert report.mode == "merge"
+    seed = 7  # the /memory facts: same migration template, so already present
+    file_facts = [json.loads(line) for line in lines if '"type":"fact"' in line]
+    assert report.facts_skipped == seed and report.facts_added == len(file_facts) - seed
+    assert report.path_tags_kept == 1  # /team keeps visibility=private: existing wins
+
+    with other.reading() as (conn, ctx):
+        ids = dict(conn.execute(select(facts.c.content, facts.c.id)).all())
+        imported = {f["content"] for f in file_facts[seed:]}
+        assert all(ids[c] > own["id"] for c in imported)  # appended after what was there
+        chain = fact_service.history(conn, ctx, ids["the sky is dark"])
+        assert [f["content"] for f in chain] == [
+            "the sky is blue",
+            "the sky is grey",
+            "the sky is dark",
+        ]
+        assert chain[1]["supersedes_id"] == ids["the sky is blue"]
+        twice = conn.execute(
+            select(func.count()).select_from(facts).where(facts.c.content == "twice")
+        ).scalar_one()
+        assert twice == 2
+        assert path_service.own_path_tags(conn, path_service.find_path_id(conn, "/team") or 0) == {
+            "visibility": "private",
+            "tier": "gold",
+        }
+
+
+def with_extra_fact(lines: list[str], record: dict) -> list[str]:
+    """The file with one more fact line after its last one (and the end line's count)."""
+    last = max(i for i, line in enumerate(lines) if '"type":"fact"' in line)
+    end = json.loads(lines[-1])
+    end["facts"] += 1
+    return [*lines[: last + 1], json.dumps(record), *lines[last + 1 : -1], json.dumps(end)]
+
+
+def test_merge_refuses_a_chain_the_memory_already_continued(rt: Runtime, actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        old = fact_service.store_fact(conn, ctx, NewFact("/a", "v1"))
+    lines = export_lines(rt)
+    with me.tx() as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/a", "v2 here", supersedes_id=old["id"]))
+    # The file continues v1 another way; the memory already superseded v1.
+    v1 = next(json.loads(line) for line in lines if '"content":"v1"' in line)
+    fork = v1 | {"id": v1["id"] + 100, "content": "v2 elsewhere", "supersedes_id": v1["id"]}
+    forked = with_extra_fact(lines, fork)
+    before = count_facts(rt)
+    with pytest.raises(Conflict, match=rf"line {forked.index(json.dumps(fork)) + 1}: .*#"):
+        import_lines(rt, forked)
+    assert count_facts(rt) == before
+
+
+BAD_LINES = [
+    ({"path": "/Bad Path"}, "segment 'bad path'"),
+    ({"tags": {"owner": "mallory"}}, "owner tag"),
+    ({"tags": {"k": "has space"}}, "value must be"),
+    ({"content": "   "}, "content is empty"),
+    ({"surprise": 1}, "unknown field 'surprise'"),
+    ({"supersedes_id": 999}, "no earlier line"),
+    ({"created_at": "yesterday"}, "created_at"),
+    ({"embedding": "%%%"}, "base64"),
+]
+
+
+@pytest.mark.parametrize(("change", "named"), BAD_LINES)
+def test_a_bad_fact_line_is_named_and_nothing_is_written(
+    rich: Runtime, other: Runtime, change: dict, named: str
+) -> None:
+    lines = export_lines(rich)
+    number = max(i for i, line in enumerate(lines) if '"type":"fact"' in line)
+    bad = json.loads(lines[number]) | change
+    lines[number] = json.dumps(bad)
+    with pytest.raises(InvalidInput) as caught:
+        transfer.read_export(lines)
+    assert caught.value.detail.startswith(f"line {number + 1}: ")
+    assert named in caught.value.detail
+    assert count_facts(other) == 7  # untouched
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda ls: [*ls[:3], "{not json", *ls[3:]], "line 4: not JSON"),
+        (
+            lambda ls: [*ls[:-1], '{"type":"policy","line":"p, x, file:/etc, read, allow"}'],
+            r"line \d+: policy object 'file:/etc'",
+        ),
+        (lambda ls: ls[1:], "line 1: the first line must be"),
+        (lambda ls: ls[:-1], "without its end line"),
+        (lambda ls: [*ls, ls[-1]], "nothing may follow the end line"),
+        (lambda ls: [ls[0].replace('"version":1', '"version":2'), *ls[1:]], "line 1: export"),
+        (lambda ls: [*ls[:-1], ls[-1].replace('"facts":', '"facts":1')], "the end line counts"),
+    ],
+)
+def test_a_malformed_file_is_refused(rich: Runtime, edit, named: str) -> None:
+    with pytest.raises(InvalidInput, match=named):
+        transfer.read_export(edit(export_lines(rich)))
+
+
+def test_a_restore_that_would_drop_the_admin_role_is_refused(rich: Runtime, other: Runtime) -> None:
+    lines = [line for line in export_lines(rich) if "g, default, admin" not in line]
+    ends = json.loads(lines[-1])
+    lines[-1] = json.dumps({**ends, "policies": ends["policies"] - 1})
+    with pytest.raises(InvalidInput, match="without the 'admin' role"):
+        import_lines(other, lines)
+    with other.reading() as (conn, _ctx):
+        assert transfer.is_fresh(conn)
+
+
+def test_only_an_admin_moves_the_whole_memory(rich: Runtime, actor) -> None:
+    lines = export_lines(rich)
+    with actor("alice").tx() as (conn, ctx):
+        with pytest.raises(Forbidden):
+            transfer.export_memory(conn, ctx)
+        with pytest.raises(Forbidden):
+            transfer.import_memory(conn, ctx, transfer.read_export(lines))
+
+
+# --- backup ------------------------------------------------------------------
+
+
+def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
+    writes, started_after = 300, 50
+    me = actor()
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(writes):
+                with me.tx() as (conn, ctx):
+                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
+                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
+                if i == started_after:
+                    started.set()
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert started.wait(timeout=60)
+        target = tmp_path / "copy.db"
+        report = transfer.backup_database(rt.engine, target)
+    finally:
+        thread.join(timeout=120)
+    assert not errors and not thread.is_alive()
+
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
+    assert report.size_bytes == target.stat().st_size
+    copy = transfer._open_file_db(target)
+    try:
+        transfer.check_copy(copy)  # integrity_check and FTS5 integrity-check
+        loaded = [
+            int(n)
+            for (n,) in copy.execute(
+                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
+            )
+        ]
+        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
+        assert sorted(loaded) == list(range(len(loaded)))
+        assert started_after < len(loaded) <= writes
+        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
+        orphans = copy.execute(
+            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
+            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
+        ).fetchone()[0]
+        assert orphans == 0
+        unindexed = copy.execute(
+            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
+            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
+        ).fetchone()[0]
+        assert unindexed == 0
+    finally:
+        copy.close()
+
+
+def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    target.write_text("precious")
+    with pytest.raises(Conflict, match="--force"):
+        transfer.backup_database(rt.engine, target)
+    assert target.read_text() == "precious"
+    report = transfer.backup_database(rt.engine, target, force=True)
+    assert report.facts == 7 and target.stat().st_size > 0
+    with pytest.raises(InvalidInput, match="live memory"):
+        transfer.backup_database(rt.engine, rt.settings.database_path, force=True)

