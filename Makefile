@@ -33,7 +33,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.search_bench
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json

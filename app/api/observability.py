@@ -166,3 +166,6 @@ def configure_logging(log_format: str, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    if level != "debug":
+        # Readiness asks Alembic for the revision on every probe; its INFO lines are noise.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
