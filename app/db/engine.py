@@ -14,6 +14,8 @@ cannot be upgraded.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,13 @@ from sqlalchemy import Connection, Engine, create_engine, event
 
 WRITE = "IMMEDIATE"
 READ = "DEFERRED"
+
+# One queue per engine for this process's writers. SQLite's busy handler polls with
+# sleeps of up to 100 ms, so a waiting writer loses the lock again and again to
+# newcomers (seconds of tail latency under load); a thread lock hands it on at once.
+_writer_queues: weakref.WeakKeyDictionary[Engine, tuple[threading.RLock, float]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def make_engine(
@@ -64,6 +73,8 @@ def make_engine(
         cur.execute("PRAGMA temp_store=MEMORY")
         cur.close()
 
+    _writer_queues[engine] = (threading.RLock(), busy_timeout_ms / 1000)
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         mode = conn.get_execution_options().get("sqlite_begin", READ)
@@ -75,10 +86,17 @@ def make_engine(
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A transaction that holds the write lock from its first statement; commits on success."""
-    with engine.connect() as conn:
-        conn.execution_options(sqlite_begin=WRITE)
-        with conn.begin():
-            yield conn
+    queue, timeout = _writer_queues.get(engine, (None, 0.0))
+    # Past the busy timeout, BEGIN IMMEDIATE waits (and fails) as it would without the queue.
+    queued = queue is not None and queue.acquire(timeout=timeout)
+    try:
+        with engine.connect() as conn:
+            conn.execution_options(sqlite_begin=WRITE)
+            with conn.begin():
+                yield conn
+    finally:
+        if queued:
+            queue.release()  # type: ignore[union-attr]
 
 
 @contextmanager

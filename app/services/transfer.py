@@ -764,12 +764,16 @@ def _open_file_db(path: Path) -> Any:
 
 
 def check_copy(conn: Any) -> None:
-    """Stop unless the copy is sound: SQLite's integrity check and FTS5's own."""
+    """Stop unless the copy is sound: SQLite's integrity check and FTS5's own.
+
+    The rank=1 form compares the keyword index with the facts themselves; the plain
+    form only checks an external-content index against itself.
+    """
     problems = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
     if problems != ["ok"]:
         raise EmbornalError(f"the copy failed its integrity check: {'; '.join(problems[:5])}")
     try:
-        conn.execute("INSERT INTO facts_fts(facts_fts) VALUES('integrity-check')")
+        conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES('integrity-check', 1)")
     except sqlean.DatabaseError as exc:
         raise EmbornalError(f"the copy's keyword index failed its check: {exc}") from None
 
