@@ -51,20 +51,35 @@ def policy_version(conn: Connection) -> int:
     return int(value or 0)
 
 
+# Read fragments kept per Access: callers pass a few column pairs (facts, an alias).
+_CLAUSES_KEPT = 8
+# Access objects kept per loaded enforcer, one per subject.
+_SUBJECTS_KEPT = 4096
+
+
 @dataclass(frozen=True)
 class Access:
     """What one subject may do, as seen by one loaded enforcer."""
 
     subject: str
     enforcer: casbin.Enforcer = field(repr=False)
+    # (fact_id, path_id, fragment) by the columns' ids: building a fragment costs ~1 ms.
+    _clauses: dict[tuple[int, int], tuple[object, object, ColumnElement[bool]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @cached_property
     def principals(self) -> frozenset[str]:
         """The subject, `everyone`, and every role either holds (transitively)."""
-        names = {self.subject, EVERYONE}
-        for name in (self.subject, EVERYONE):
-            names.update(self.enforcer.get_implicit_roles_for_user(name))
-        return frozenset(names)
+        heads = (self.subject, EVERYONE)
+        found: set[str] = set()
+        for name in heads:
+            found.update(self.enforcer.get_implicit_roles_for_user(name))
+        # Keep only the roles the matcher's g() reaches: the role manager stops after
+        # max_hierarchy_level links, while get_implicit_roles_for_user does not.
+        links = self.enforcer.get_role_manager()
+        reached = {r for r in found if any(links.has_link(h, r) for h in heads)}
+        return frozenset({*heads, *reached})
 
     @cached_property
     def roles(self) -> list[str]:
@@ -75,6 +90,15 @@ class Access:
         return ADMIN in self.principals
 
     def rules(self, action: str) -> list[tuple[ObjectPattern, str]]:
+        if action == "read":
+            return list(self._read_rules)
+        return self._rules(action)
+
+    @cached_property
+    def _read_rules(self) -> tuple[tuple[ObjectPattern, str], ...]:
+        return tuple(self._rules("read"))
+
+    def _rules(self, action: str) -> list[tuple[ObjectPattern, str]]:
         found = []
         for rule in self.enforcer.get_policy():
             sub, obj, act, eft = _fields(rule)
@@ -97,7 +121,16 @@ class Access:
         self, fact_id: KeyedColumnElement[int], path_id: KeyedColumnElement[int]
     ) -> ColumnElement[bool]:
         """The WHERE fragment that keeps only the facts this subject may read."""
-        return read_predicate(self.rules("read"), fact_id, path_id)
+        key = (id(fact_id), id(path_id))
+        kept = self._clauses.get(key)
+        if kept is not None and kept[0] is fact_id and kept[1] is path_id:
+            return kept[2]
+        clause = read_predicate(self._read_rules, fact_id, path_id)
+        if len(self._clauses) >= _CLAUSES_KEPT:
+            self._clauses.clear()
+        # Holding the columns keeps their ids from being reused by other objects.
+        self._clauses[key] = (fact_id, path_id, clause)
+        return clause
 
     def can(self, action: str, resource: Resource) -> bool:
         return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
@@ -111,9 +144,17 @@ class AccessControl:
         self._lock = threading.Lock()
         self._enforcer: casbin.Enforcer | None = None
         self._version = -1
+        self._subjects: dict[str, Access] = {}
 
     def for_subject(self, conn: Connection, subject: str) -> Access:
-        return Access(subject, self.current(conn))
+        enforcer = self.current(conn)
+        access = self._subjects.get(subject)
+        if access is None or access.enforcer is not enforcer:
+            # One Access per subject and enforcer, so its rules and fragments are reused.
+            if len(self._subjects) >= _SUBJECTS_KEPT:
+                self._subjects.clear()
+            access = self._subjects[subject] = Access(subject, enforcer)
+        return access
 
     def current(self, conn: Connection) -> casbin.Enforcer:
         version = policy_version(conn)

@@ -81,10 +81,9 @@ def parse_object(obj: str) -> ObjectPattern:
     if obj == _ROOT_SUBTREE:
         return ObjectPattern("subtree", "/")
     match = _PATH_OBJECT.match(obj)
-    if match:
+    # 'path://*' would also read as the root's subtree; only 'path:/*' is that.
+    if match and not (match.group(1) == "/" and match.group(2)):
         path, star = match.group(1), match.group(2)
-        if path == "/" and not star:
-            return ObjectPattern("node", "/")
         return ObjectPattern("subtree" if star else "node", path)
     match = _TAG_OBJECT.match(obj)
     if match and TAG_KEY.match(match.group(1)) and TAG_VALUE.match(match.group(2)):

@@ -1,0 +1,280 @@
+"""Differential test: the compiled read fragment against Casbin's enforce().
+
+Each example draws a small tree, path tags, facts with their own tags and owners,
+and p/g policy lines. For every subject, the facts that
+`SELECT facts.id FROM facts WHERE <read_clause>` returns must be exactly those
+for which `enforce(subject, Resource(path, effective_tags).encode(), "read")`
+holds. The effective tags given to Casbin are computed here in Python from the
+drawn data by the seed's rule (nearest path tag wins, a fact's own tag beats an
+inherited one, the owner tag is the owner), and checked against the
+effective_fact_tags view as well.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Connection, Engine, insert, select, text
+
+from app.acl.compile import object_predicate
+from app.acl.enforcer import AccessControl
+from app.acl.model import Resource, parse_object, parse_policy_line
+from app.db.engine import make_engine, write_transaction
+from app.db.tables import (
+    ROOT_PATH_ID,
+    casbin_rule,
+    effective_fact_tags,
+    fact_tags,
+    facts,
+    path_tags,
+    paths,
+)
+
+# Segments chosen to trip prefix matching: '/a/*' must not cover /ab, /a-b, /a.b or /a0
+# ('-' and '.' sort below '/', '0' just above it).
+SEGMENTS = ("a", "b", "ab", "a-b", "a.b", "a0")
+OWNERS = ("default", "alice", "bob", "carol")
+ROLES = ("reader", "staff", "team", "everyone")
+# Subjects asked about: the owners, one with no policy at all, and role names as subjects.
+SUBJECTS = (*OWNERS, "dave", "reader", "staff", "everyone")
+# Tag keys with the values they take; owner only ever reaches a fact as its own tag.
+TAG_VALUES: dict[str, tuple[str, ...]] = {
+    "visibility": ("public", "private"),
+    "team": ("x", "y"),
+    "owner": OWNERS,
+}
+FACT_TAG_KEYS = ("visibility", "team")
+ACTIONS = ("read", "read", "read", "write", "delete")  # mostly read
+EFFECTS = ("allow", "allow", "deny")
+# Policy objects may name nodes that are not in the tree.
+EXTRA_PATHS = ("/zz", "/a/zz", "/ab/a")
+DEFAULT_LINES = (
+    "p, default, path:/*, read, allow",
+    "p, default, path:/*, write, allow",
+    "p, everyone, tag:visibility=public, read, allow",
+    "g, default, admin",
+)
+
+
+@dataclass(frozen=True)
+class DrawnFact:
+    path: str
+    owner: str
+    tags: dict[str, str]
+
+
+@dataclass
+class World:
+    paths: list[str]  # every node, root first, parents before children
+    path_tags: dict[str, dict[str, str]]
+    facts: list[DrawnFact]
+    lines: list[str]
+    # Single objects, as listing filters use them (under=..., tag=...).
+    filters: list[str] = field(default_factory=list)
+
+
+def ancestors(path: str) -> list[str]:
+    """'/a/b' -> ['/', '/a', '/a/b'] (root first, the node itself last)."""
+    if path == "/":
+        return ["/"]
+    parts = path.strip("/").split("/")
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def expected_tags(world: World, fact: DrawnFact) -> dict[str, str]:
+    """The seed's rule, independent of the views: nearest path tag, own tags, owner."""
+    tags: dict[str, str] = {}
+    for node in ancestors(fact.path):  # root first, so a nearer node overwrites
+        tags.update(world.path_tags.get(node, {}))
+    tags.update(fact.tags)
+    tags["owner"] = fact.owner
+    return tags
+
+
+def tag_dicts(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, str]]:
+    return st.lists(st.sampled_from(keys), max_size=len(keys), unique=True).flatmap(
+        lambda chosen: st.fixed_dictionaries({k: st.sampled_from(TAG_VALUES[k]) for k in chosen})
+    )
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    leaves = draw(
+        st.lists(
+            st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=4).map(
+                lambda segs: "/" + "/".join(segs)
+            ),
+            min_size=2,
+            max_size=7,
+        )
+    )
+    nodes = sorted({a for leaf in leaves for a in ancestors(leaf)}, key=lambda p: (p.count("/"), p))
+    nodes.remove("/")
+    nodes.insert(0, "/")
+    tagged = draw(st.lists(st.sampled_from(nodes), max_size=len(nodes), unique=True))
+    node_tags = {node: draw(tag_dicts(tuple(TAG_VALUES))) for node in tagged}
+    drawn_facts = draw(
+        st.lists(
+            st.builds(
+                DrawnFact,
+                path=st.sampled_from(nodes),
+                owner=st.sampled_from(OWNERS),
+                tags=tag_dicts(FACT_TAG_KEYS),
+            ),
+            min_size=8,
+            max_size=30,
+        )
+    )
+    objects = st.one_of(
+        st.sampled_from([*nodes, *EXTRA_PATHS]).map(lambda p: f"path:{p}"),
+        st.sampled_from([*nodes, *EXTRA_PATHS]).map(
+            lambda p: "path:/*" if p == "/" else f"path:{p}/*"
+        ),
+        st.sampled_from([(k, v) for k, vs in TAG_VALUES.items() for v in vs]).map(
+            lambda kv: f"tag:{kv[0]}={kv[1]}"
+        ),
+    )
+    p_lines = st.tuples(
+        st.sampled_from((*OWNERS, *ROLES)),
+        objects,
+        st.sampled_from(ACTIONS),
+        st.sampled_from(EFFECTS),
+    ).map(lambda t: f"p, {t[0]}, {t[1]}, {t[2]}, {t[3]}")
+    # Members include roles and everyone, so chains (alice -> team -> staff) and
+    # grants to everyone (everyone -> reader) both come up.
+    g_lines = st.tuples(
+        st.sampled_from((*OWNERS, "dave", *ROLES)), st.sampled_from((*ROLES[:-1], "admin"))
+    ).map(lambda t: f"g, {t[0]}, {t[1]}")
+    lines = draw(st.lists(p_lines, min_size=2, max_size=14)) + draw(st.lists(g_lines, max_size=5))
+    if draw(st.booleans()):
+        lines += DEFAULT_LINES
+    filters = draw(st.lists(objects, min_size=1, max_size=3))
+    return World(nodes, node_tags, drawn_facts, sorted(set(lines)), filters)
+
+
+# --- one memory file for the module, emptied and refilled per example ----------
+
+
+@pytest.fixture(scope="module")
+def engine(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    path = tmp_path_factory.mktemp("acl-diff") / "memory.db"
+    shutil.copy(migrated_template, path)
+    eng = make_engine(path)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module")
+def control(engine: Engine) -> AccessControl:
+    # One for the module: each example's policy writes bump the version it reloads on.
+    return AccessControl(engine)
+
+
+def load(conn: Connection, world: World) -> dict[str, int]:
+    """Replace the memory's content with the world's; returns node ids by path."""
+    for statement in (
+        "DELETE FROM fact_tags",
+        "DELETE FROM facts_vec",
+        "DELETE FROM facts",
+        "DELETE FROM path_tags",
+        f"DELETE FROM path_closure WHERE descendant_id != {ROOT_PATH_ID}",
+        f"DELETE FROM paths WHERE id != {ROOT_PATH_ID}",
+        "DELETE FROM casbin_rule",
+    ):
+        conn.execute(text(statement))
+    ids = {"/": ROOT_PATH_ID}
+    for number, node in enumerate(world.paths[1:], start=ROOT_PATH_ID + 1):
+        parent, name = node.rsplit("/", 1)
+        conn.execute(
+            insert(paths).values(
+                id=number, parent_id=ids[parent or "/"], name=name, path=node, created_at=0.0
+            )
+        )
+        ids[node] = number
+    rows = [
+        {"path_id": ids[node], "key": k, "value": v}
+        for node, tags in world.path_tags.items()
+        for k, v in tags.items()
+    ]
+    if rows:
+        conn.execute(insert(path_tags), rows)
+    for number, fact in enumerate(world.facts, start=1):
+        conn.execute(
+            insert(facts).values(
+                id=number,
+                path_id=ids[fact.path],
+                content=f"fact {number}",
+                owner=fact.owner,
+                created_at=float(number),
+            )
+        )
+        # What the memory writes: the fact's own tags and owner=<subject>.
+        own = {**fact.tags, "owner": fact.owner}
+        conn.execute(
+            insert(fact_tags), [{"fact_id": number, "key": k, "value": v} for k, v in own.items()]
+        )
+    for line in world.lines:
+        parsed = parse_policy_line(line)  # the generator only writes valid lines
+        values = dict(zip(("v0", "v1", "v2", "v3"), parsed.values, strict=False))
+        conn.execute(insert(casbin_rule).values(ptype=parsed.ptype, **values))
+    return ids
+
+
+def view_tags(conn: Connection) -> dict[int, dict[str, str]]:
+    found: dict[int, dict[str, str]] = defaultdict(dict)
+    rows = conn.execute(
+        select(
+            effective_fact_tags.c.fact_id, effective_fact_tags.c.key, effective_fact_tags.c.value
+        )
+    )
+    for fact_id, key, value in rows:
+        assert key not in found[fact_id], f"fact {fact_id} has two effective {key!r} tags"
+        found[fact_id][key] = value
+    return dict(found)
+
+
+@settings(
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(world=worlds())
+def test_read_clause_equals_enforce(engine: Engine, control: AccessControl, world: World) -> None:
+    with write_transaction(engine) as conn:
+        load(conn, world)
+    with engine.connect() as conn:
+        tags = {i: expected_tags(world, f) for i, f in enumerate(world.facts, start=1)}
+        assert view_tags(conn) == tags
+        enforcer = control.current(conn)
+        assert len(enforcer.get_policy()) == sum(line.startswith("p,") for line in world.lines)
+        objects = {i: Resource(f.path, tags[i]).encode() for i, f in enumerate(world.facts, 1)}
+        decided: dict[tuple[str, str], bool] = {}  # enforce() is pure: ask once per resource
+        for subject in SUBJECTS:
+            access = control.for_subject(conn, subject)
+            clause = access.read_clause(facts.c.id, facts.c.path_id)
+            got = set(conn.execute(select(facts.c.id).where(clause)).scalars())
+            want = set()
+            for fact_id, obj in objects.items():
+                key = (subject, obj)
+                if key not in decided:
+                    decided[key] = bool(enforcer.enforce(subject, obj, "read"))
+                if decided[key]:
+                    want.add(fact_id)
+            assert got == want, (
+                f"subject {subject}: SQL-only {sorted(got - want)}, "
+                f"Casbin-only {sorted(want - got)}"
+            )
+        # One object alone, as the listing filters compile it, against its Python meaning.
+        for obj in world.filters:
+            pattern = parse_object(obj)
+            clause = object_predicate(pattern, facts.c.id, facts.c.path_id)
+            got = set(conn.execute(select(facts.c.id).where(clause)).scalars())
+            want = {i for i, f in enumerate(world.facts, 1) if pattern.matches(f.path, tags[i])}
+            assert got == want, f"filter {obj}: SQL {sorted(got)}, Python {sorted(want)}"
