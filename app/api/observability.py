@@ -108,7 +108,8 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            # The template as documented: `/v1/facts/{fact_id}`, not the route's `{fact_id:int}`.
+            route = getattr(scope.get("route"), "path_format", None) or "unmatched"
             method = scope.get("method", "-")
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(elapsed)

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from app.errors import (
     Conflict,
@@ -46,6 +47,7 @@ _KNOWN: dict[int, tuple[str, str]] = {
 _KNOWN[405] = ("/problems/method-not-allowed", "Method not allowed")
 _KNOWN[500] = ("/problems/internal", "Internal server error")
 _KNOWN[503] = (Unavailable.type, Unavailable.title)
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def problem_type(status: int) -> str:
@@ -95,15 +97,42 @@ async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
+    if status == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+        # FastAPI's bare 400 for a JSON body it cannot decode: bytes that are not UTF-8, or
+        # nesting deeper than the parser goes. Invalid JSON either way, as a syntax error is.
+        return _invalid_json()
     if status == 404:
         detail = "There is no such resource."
     elif status == 405:
         detail = f"The method {request.method} is not allowed here."
+        return problem_response(
+            status, detail, headers={**(exc.headers or {}), "Allow": _allowed_methods(request)}
+        )
     elif isinstance(exc.detail, str) and status < 500:
         detail = exc.detail
     else:
         detail = http.HTTPStatus(status).phrase
     return problem_response(status, detail, headers=exc.headers)
+
+
+def _invalid_json() -> JSONResponse:
+    errors = [{"loc": ["body"], "msg": "JSON decode error"}]
+    return problem_response(422, "The request body is not valid JSON.", errors=errors)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method the target resource takes (RFC 9110: `Allow` on a 405). Starlette's own
+    405 names only the methods of the first route whose path matched: `/v1/facts/{id}` said
+    `GET` and left out `DELETE`. Asked of the router, so included routers count too."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+    return ", ".join(allowed)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -114,12 +143,10 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
         for e in exc.errors()
     ]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        detail = "The request body is not valid JSON."
-        errors = [{"loc": ["body"], "msg": "JSON decode error"}]
-    else:
-        fields = sorted({_field_name(e["loc"]) for e in errors})
-        shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
-        detail = f"Invalid value for {shown}." if shown else "The request is not valid."
+        return _invalid_json()
+    fields = sorted({_field_name(e["loc"]) for e in errors})
+    shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
+    detail = f"Invalid value for {shown}." if shown else "The request is not valid."
     return problem_response(422, detail, errors=errors)
 
 

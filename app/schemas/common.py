@@ -9,9 +9,10 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class RequestModel(BaseModel):
-    """Every request body: an unknown field is a 422, never silently dropped."""
+    """Every request body: an unknown field is a 422, never silently dropped, and a value of
+    the wrong JSON type is a 422, never coerced (`"peek": 0` is not `false`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _to_utc(value: datetime) -> datetime:

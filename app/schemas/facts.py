@@ -16,10 +16,16 @@ class FactIn(RequestModel):
     path: str = Field(
         max_length=MAX_PATH_CHARS,
         description="Topic path, folded to lowercase, e.g. /projects/embornal",
+        examples=["/projects/embornal"],
     )
-    content: str = Field(description="One small statement; [[/path]] links allowed")
+    content: str = Field(
+        description="One small statement; [[/path]] links allowed",
+        examples=["embornal keeps its facts in SQLite; see [[/projects/embornal/storage]]"],
+    )
     tags: dict[str, str] = Field(
-        default_factory=dict, description="The fact's own tags; `owner` is written by the memory"
+        default_factory=dict,
+        description="The fact's own tags; `owner` is written by the memory",
+        examples=[{"lang": "py"}],
     )
     supersedes_id: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="Id of the fact this corrects"

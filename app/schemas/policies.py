@@ -8,7 +8,10 @@ from app.schemas.common import RequestModel
 
 
 class PolicyIn(RequestModel):
-    line: str = Field(max_length=1024, examples=["p, alice, path:/work/acme/*, read, allow"])
+    line: str = Field(
+        max_length=1024,
+        examples=["p, alice, path:/work/acme/*, read, allow", "g, alice, team-acme"],
+    )
 
 
 class Policy(BaseModel):

@@ -16,14 +16,21 @@ MAX_RESULTS = 100
 
 
 class SearchIn(RequestModel):
-    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, examples=["small facts"])
     mode: Mode | None = Field(
         default=None, description="Default: hybrid when a model is loaded, else keyword"
     )
     under: str | None = Field(
-        default=None, max_length=MAX_PATH_CHARS, description="Only facts in this subtree"
+        default=None,
+        max_length=MAX_PATH_CHARS,
+        description="Only facts in this subtree",
+        examples=["/projects"],
     )
-    tag: list[str] = Field(default_factory=list, description="key=value filters, all must hold")
+    tag: list[str] = Field(
+        default_factory=list,
+        description="key=value filters, all must hold",
+        examples=[["lang=py"]],
+    )
     min_strength: float | None = Field(default=None, ge=0.0, le=1.0)
     limit: int = Field(default=10, ge=1, le=MAX_RESULTS)
     sort: Sort = Field(default="relevance", description="Order the page by relevance or strength")

@@ -44,6 +44,16 @@ def fold_path(raw: str, field: str = "path") -> str:
     return path
 
 
+def _is_unicode(text: str) -> bool:
+    """False for a string with a lone surrogate: JSON can spell one (`"\\ud800"`), and the
+    JSON parser lets it through, but UTF-8 (and so SQLite) cannot hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parent_path(path: str) -> str | None:
     if path == "/":
         return None
@@ -59,7 +69,7 @@ def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
             f"tag key {key!r} must be 1-64 characters: a letter or digit, then letters, "
             "digits, '.', '_' or '-'",
         )
-    if not isinstance(value, str) or not TAG_VALUE.match(value):
+    if not isinstance(value, str) or not TAG_VALUE.match(value) or not _is_unicode(value):
         raise _invalid(
             field, f"tag {key!r}: value must be 1-256 characters with no space, '=' or ','"
         )
@@ -97,4 +107,6 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
         raise _invalid(field, f"content has {len(content)} characters; at most {limit}")
     if "\x00" in content:
         raise _invalid(field, "content holds a NUL character")
+    if not _is_unicode(content):
+        raise _invalid(field, "content holds a lone surrogate, which is not Unicode text")
     return content

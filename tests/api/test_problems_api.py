@@ -63,6 +63,63 @@ def test_invalid_json_is_a_422_problem(client: TestClient, auth: Auth) -> None:
     assert "JSON" in problem["detail"]
 
 
+@pytest.mark.parametrize("body", [b"\xff\xfe{}", b"[" * 100_000], ids=["not-utf-8", "too-deep"])
+def test_undecodable_json_is_the_same_422(client: TestClient, auth: Auth, body: bytes) -> None:
+    # FastAPI's own answer was a bare 400, a status no operation declares.
+    response = client.post(
+        "/v1/facts", content=body, headers={**auth("default"), "Content-Type": "application/json"}
+    )
+    problem = assert_problem(response, 422)
+    assert problem["errors"] == [{"loc": ["body"], "msg": "JSON decode error"}]
+
+
+@pytest.mark.parametrize(
+    ("url", "method", "body", "loc"),
+    [
+        ("/v1/facts", "POST", {"path": "/a", "content": "x\ud800"}, ["body", "content"]),
+        (
+            "/v1/facts",
+            "POST",
+            {"path": "/a", "content": "x", "tags": {"k": "\ud800"}},
+            ["body", "tags"],
+        ),
+        ("/v1/paths/a/tags", "PUT", {"k": "v\ud800"}, ["body", "tags"]),
+    ],
+    ids=["content", "fact-tag", "path-tag"],
+)
+def test_a_lone_surrogate_is_a_422_not_a_500(
+    client: TestClient, auth: Auth, fact_count, url: str, method: str, body: dict, loc: list
+) -> None:
+    """JSON can spell `"\\ud800"` and the parser lets it through; UTF-8 cannot hold it."""
+    before = fact_count()
+    response = client.request(
+        method,
+        url,
+        content=json.dumps(body).encode(),  # ensure_ascii: the surrogate as a JSON escape
+        headers={**auth("default"), "Content-Type": "application/json"},
+    )
+    problem = assert_problem(response, 422)
+    assert problem["errors"][0]["loc"] == loc
+    assert fact_count() == before
+
+
+def test_a_value_of_the_wrong_json_type_is_not_coerced(client: TestClient, auth: Auth) -> None:
+    response = client.post("/v1/search", json={"q": "x", "peek": 0}, headers=auth("default"))
+    problem = assert_problem(response, 422)
+    assert problem["errors"][0]["loc"] == ["body", "peek"]
+
+
+def test_a_405_allows_every_method_of_the_resource(client: TestClient, auth: Auth) -> None:
+    for method, url, allow in [
+        ("OPTIONS", "/v1/facts/1", "GET, DELETE"),  # Starlette said `GET`
+        ("GET", "/v1/facts/batch", "POST"),  # was a 422: `batch` is no fact id
+        ("PATCH", "/v1/policies", "GET, POST, DELETE"),
+    ]:
+        response = client.request(method, url, headers=auth("default"))
+        assert_problem(response, 405)
+        assert response.headers["allow"] == allow, (method, url)
+
+
 def test_big_body_by_content_length_is_413(client: TestClient, auth: Auth, fact_count) -> None:
     before = fact_count()
     body = json.dumps({"path": "/a", "content": "x" * LIMIT}).encode()

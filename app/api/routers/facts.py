@@ -19,6 +19,8 @@ router = APIRouter(prefix="/v1/facts", tags=["facts"])
 # Each filter is a subquery; far more than a fact can carry would only make slow SQL.
 MAX_TAG_FILTERS = 32
 
+# The routes take `{fact_id:int}`: `/v1/facts/batch` is then no fact id, and a GET or DELETE on
+# it is a 405 (that route takes only POST), not a 422 from the fact routes. A bad id is a 404.
 FactId = Annotated[int, Path(ge=1, le=MAX_ID, description="Fact id")]
 Peek = Annotated[bool, Query(description="Read without counting a recall")]
 
@@ -76,11 +78,20 @@ def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any
 def list_facts(
     db: DbDep,
     under: Annotated[
-        str | None, Query(max_length=MAX_PATH_CHARS, description="Only facts in this subtree")
+        str | None,
+        Query(
+            max_length=MAX_PATH_CHARS,
+            description="Only facts in this subtree",
+            examples=["/projects"],
+        ),
     ] = None,
     tag: Annotated[
         list[str] | None,
-        Query(max_length=MAX_TAG_FILTERS, description="key=value, repeatable; all must hold"),
+        Query(
+            max_length=MAX_TAG_FILTERS,
+            description="key=value, repeatable; all must hold",
+            examples=[["lang=py"]],
+        ),
     ] = None,
     sort: Annotated[
         Literal["created", "strength"], Query(description="Newest or strongest first")
@@ -98,7 +109,7 @@ def list_facts(
 
 
 @router.get(
-    "/{fact_id}",
+    "/{fact_id:int}",
     response_model=Fact,
     operation_id="get_fact",
     responses=problems(*AUTHED, 404),
@@ -116,7 +127,7 @@ def get_fact(
 
 
 @router.delete(
-    "/{fact_id}",
+    "/{fact_id:int}",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     operation_id="delete_fact",
@@ -129,7 +140,7 @@ def delete_fact(fact_id: FactId, db: DbDep) -> None:
 
 
 @router.get(
-    "/{fact_id}/history",
+    "/{fact_id:int}/history",
     response_model=FactsOut,
     operation_id="get_fact_history",
     responses=problems(*AUTHED, 404),
@@ -141,7 +152,7 @@ def get_fact_history(fact_id: FactId, db: DbDep) -> dict[str, Any]:
 
 
 @router.post(
-    "/{fact_id}/recall",
+    "/{fact_id:int}/recall",
     response_model=Fact,
     operation_id="recall_fact",
     responses=problems(*AUTHED, 404),

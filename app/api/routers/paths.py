@@ -15,7 +15,13 @@ from app.services import paths as path_service
 router = APIRouter(prefix="/v1/paths", tags=["paths"])
 
 # `{path:path}` takes the slashes of the topic path; empty is the root.
-TopicPath = Annotated[str, Path(description="Topic path without its leading '/'; empty: the root")]
+TopicPath = Annotated[
+    str,
+    Path(
+        description="Topic path without its leading '/'; empty: the root",
+        examples=["projects/embornal"],
+    ),
+]
 MAX_TAGS_PER_REQUEST = 64
 
 
@@ -63,7 +69,7 @@ def set_path_tags(
 )
 def delete_path_tag(
     path: TopicPath,
-    key: Annotated[str, Path(max_length=64)],
+    key: Annotated[str, Path(max_length=64, examples=["visibility"])],
     db: DbDep,
 ) -> None:
     """Remove one tag from a node."""

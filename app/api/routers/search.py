@@ -45,16 +45,25 @@ def _search(rt: Runtime, db: Db, where: str, params: SearchIn) -> dict[str, Any]
 def search_facts(
     rt: RuntimeDep,
     db: DbDep,
-    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, examples=["small facts"])],
     mode: Annotated[
         Mode | None, Query(description="Default: hybrid with a model loaded, else keyword")
     ] = None,
     under: Annotated[
-        str | None, Query(max_length=MAX_PATH_CHARS, description="Only facts in this subtree")
+        str | None,
+        Query(
+            max_length=MAX_PATH_CHARS,
+            description="Only facts in this subtree",
+            examples=["/projects"],
+        ),
     ] = None,
     tag: Annotated[
         list[str] | None,
-        Query(max_length=MAX_TAG_FILTERS, description="key=value, repeatable; all must hold"),
+        Query(
+            max_length=MAX_TAG_FILTERS,
+            description="key=value, repeatable; all must hold",
+            examples=[["lang=py"]],
+        ),
     ] = None,
     min_strength: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_RESULTS)] = 10,
