@@ -42,7 +42,7 @@ from app.services.validation import (
     fold_path,
     parse_tag_filter,
 )
-from app.services.visibility import current_only, readable
+from app.services.visibility import SUCCESSOR, current_only, readable
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -113,7 +113,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         ).where(effective_fact_tags.c.fact_id.in_(ids))
     ):
         effective[fid][key] = value
-    successor = facts.alias("successor")
+    successor = SUCCESSOR
     successors = {
         old: new
         for old, new in conn.execute(

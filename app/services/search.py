@@ -38,6 +38,8 @@ RRF_K = 60
 MIN_RESCORED = 400
 # A word in more than this share of facts is left out of the relaxed (OR) query.
 RELAX_MAX_SHARE = 0.05
+# The best EXACT_RERANK x limit int8-scored candidates are re-scored in float32.
+EXACT_RERANK = 3
 _TERM = re.compile(r"\w", re.UNICODE)
 
 
@@ -118,8 +120,8 @@ def keyword_ranking(
 ) -> list[tuple[int, float]]:
     """(fact id, bm25) best first; bm25 is lower-is-better as FTS5 gives it.
 
-    Facts holding every word come first. When they are fewer than `want`, facts
-    holding any of the query's *selective* words follow: words found in more than
+    Facts holding every word, best first. When no visible fact holds them all, facts
+    holding any of the query's *selective* words instead: words found in more than
     RELAX_MAX_SHARE of all facts (the, of, value ...) would make the relaxed query
     score most of the memory for almost no ranking signal, so they are left out.
     """
@@ -127,17 +129,16 @@ def keyword_ranking(
     if not chunks:
         return []
     ranked = _fts_ranked(conn, filters, " ".join(chunks), want)
-    if len(ranked) >= want or len(chunks) == 1:
+    if ranked or len(chunks) == 1:
         return ranked
-    total = conn.execute(select(func.count()).select_from(facts)).scalar_one()
+    # No visible fact holds every word: fall back to any of the selective ones.
+    # (max(id) stands in for the number of facts: exact enough for a share, and free.)
+    total = conn.execute(select(func.max(facts.c.id))).scalar() or 0
     frequency = {c: _document_frequency(conn, c) for c in chunks}
     selective = [c for c in chunks if 0 < frequency[c] <= max(RELAX_MAX_SHARE * total, 50)]
     if not selective:
         return ranked
-    seen = {fid for fid, _ in ranked}
-    relaxed = _fts_ranked(conn, filters, " OR ".join(selective), want + len(seen))
-    ranked += [pair for pair in relaxed if pair[0] not in seen]
-    return ranked[:want]
+    return _fts_ranked(conn, filters, " OR ".join(selective), want)
 
 
 def _exact(
@@ -165,24 +166,34 @@ def semantic_ranking(
     query: np.ndarray,
     want: int,
 ) -> list[tuple[int, float]]:
-    """(fact id, cosine distance) nearest first, among visible facts that match filters."""
+    """(fact id, cosine distance) nearest first, among visible facts that match filters.
+
+    Coarse candidates come in Hamming order; each chunk is scored with the in-memory
+    int8 vectors and kept if visible, until MIN_RESCORED visible ones are scored.
+    The best of those are then scored exactly from facts.embedding.
+    """
     index.refresh(conn)
-    order = index.ranked_ids(query)
+    candidates = index.candidates(query)
     needed = max(want, MIN_RESCORED)
     scored: list[tuple[int, float]] = []
     # Start wide enough that a subject seeing half the memory needs one round.
     start, chunk = 0, 2 * needed
-    while start < len(order) and len(scored) < needed:
-        if start >= len(order) // 4:
+    while start < candidates.total and len(scored) < needed:
+        if start >= candidates.total // 4:
             # The filters keep few facts: score every visible one exactly instead.
-            scored = _exact(conn, filters, query, None)
-            break
-        ids = order[start : start + chunk].tolist()
-        scored += _exact(conn, filters, query, ids)
+            exact = _exact(conn, filters, query, None)
+            exact.sort(key=lambda pair: (pair[1], pair[0]))
+            return exact[:want]
+        ids, approx = candidates.chunk(start, start + chunk)
+        keep = {row.id for row in _visible_among(conn, filters, ids, [])}
+        scored += [(fid, float(d)) for fid, d in zip(ids, approx, strict=True) if fid in keep]
         start += chunk
         chunk *= 4
     scored.sort(key=lambda pair: (pair[1], pair[0]))
-    return scored[:want]
+    best = [fid for fid, _ in scored[: max(EXACT_RERANK * want, 30)]]
+    exact = _exact(conn, [], query, best)
+    exact.sort(key=lambda pair: (pair[1], pair[0]))
+    return exact[:want]
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,16 @@ def readable(ctx: Context) -> Any:
     return ctx.access.read_clause(facts.c.id, facts.c.path_id)
 
 
+# Built once: the read fragment is cached per column object, and a fresh alias on
+# every call would make every request compile it again.
+SUCCESSOR = facts.alias("successor")
+
+
 def current_only() -> Any:
     """Not deleted and not superseded: what default listings, counts and searches show."""
-    successor = facts.alias("successor")
     return and_(
         facts.c.deleted_at.is_(None),
-        ~select(successor.c.id).where(successor.c.supersedes_id == facts.c.id).exists(),
+        ~select(SUCCESSOR.c.id).where(SUCCESSOR.c.supersedes_id == facts.c.id).exists(),
     )
 
 
