@@ -7,17 +7,17 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Response, status
 
 from app.api.deps import DbDep, RuntimeDep
+from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
 from app.errors import InvalidInput
-from app.schemas.facts import MAX_ID, MAX_PATH_CHARS, BatchIn, Fact, FactIn, FactList, FactsOut
+from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
 from app.services import facts as fact_service
 from app.services.embedding import embed_for_store
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
 # Each filter is a subquery; far more than a fact can carry would only make slow SQL.
-MAX_TAG_FILTERS = 32
 
 # The routes take `{fact_id:int}`: `/v1/facts/batch` is then no fact id, and a GET or DELETE on
 # it is a 405 (that route takes only POST), not a 422 from the fact routes. A bad id is a 404.
@@ -77,22 +77,8 @@ def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any
 )
 def list_facts(
     db: DbDep,
-    under: Annotated[
-        str | None,
-        Query(
-            max_length=MAX_PATH_CHARS,
-            description="Only facts in this subtree",
-            examples=["/projects"],
-        ),
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        Query(
-            max_length=MAX_TAG_FILTERS,
-            description="key=value, repeatable; all must hold",
-            examples=[["lang=py"]],
-        ),
-    ] = None,
+    under: UnderQuery = None,
+    tag: TagQuery = None,
     sort: Annotated[
         Literal["created", "strength"], Query(description="Newest or strongest first")
     ] = "created",

@@ -7,11 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from app.api.deps import Db, DbDep, RuntimeDep
+from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
-from app.api.routers.facts import MAX_TAG_FILTERS
 from app.runtime import Runtime
-from app.schemas.facts import MAX_PATH_CHARS
 from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode, SearchIn, SearchOut, Sort
 from app.services import search as search_service
 
@@ -49,22 +48,8 @@ def search_facts(
     mode: Annotated[
         Mode | None, Query(description="Default: hybrid with a model loaded, else keyword")
     ] = None,
-    under: Annotated[
-        str | None,
-        Query(
-            max_length=MAX_PATH_CHARS,
-            description="Only facts in this subtree",
-            examples=["/projects"],
-        ),
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        Query(
-            max_length=MAX_TAG_FILTERS,
-            description="key=value, repeatable; all must hold",
-            examples=[["lang=py"]],
-        ),
-    ] = None,
+    under: UnderQuery = None,
+    tag: TagQuery = None,
     min_strength: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_RESULTS)] = 10,
     sort: Annotated[Sort, Query(description="Order the page by relevance or strength")] = (
