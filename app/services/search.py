@@ -38,6 +38,55 @@ RRF_K = 60
 MIN_RESCORED = 400
 # A word in more than this share of facts is left out of the relaxed (OR) query.
 RELAX_MAX_SHARE = 0.05
+RELAX_MAX_WORDS = 4
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "he",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+    ]
+)
 # The best EXACT_RERANK x limit int8-scored candidates are re-scored in float32.
 EXACT_RERANK = 3
 _TERM = re.compile(r"\w", re.UNICODE)
@@ -128,7 +177,10 @@ def keyword_ranking(
     chunks = fts_chunks(q)
     if not chunks:
         return []
-    ranked = _fts_ranked(conn, filters, " ".join(chunks), want)
+    # Function words are in most facts: requiring them filters almost nothing and
+    # makes FTS5 walk their very long doclists. A query of only such words keeps them.
+    strict = [c for c in chunks if c[1:-1].lower() not in STOPWORDS] or chunks
+    ranked = _fts_ranked(conn, filters, " ".join(strict), want)
     if ranked or len(chunks) == 1:
         return ranked
     # No visible fact holds every word: fall back to any of the selective ones.
@@ -138,7 +190,10 @@ def keyword_ranking(
     selective = [c for c in chunks if 0 < frequency[c] <= max(RELAX_MAX_SHARE * total, 50)]
     if not selective:
         return ranked
-    return _fts_ranked(conn, filters, " OR ".join(selective), want)
+    # The rarest words carry most of bm25's signal; a long question's other words
+    # would only make FTS5 score thousands more facts.
+    rarest = sorted(selective, key=lambda c: (frequency[c], c))[:RELAX_MAX_WORDS]
+    return _fts_ranked(conn, filters, " OR ".join(rarest), want)
 
 
 def _exact(
