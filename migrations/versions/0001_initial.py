@@ -97,11 +97,14 @@ def upgrade() -> None:
     op.create_index("ix_facts_supersedes_id", "facts", ["supersedes_id"], unique=True)
     # The embedding queue (seed: "facts_pending_embedding_idx holds that queue").
     op.execute("CREATE INDEX facts_pending_embedding_idx ON facts (id) WHERE embedding IS NULL")
+    # Clustered on (fact_id, key): the ACL fragment probes a fact's own tags for every
+    # fact it scans, and without a rowid that probe needs no second lookup.
     op.create_table(
         "fact_tags",
         sa.Column("fact_id", sa.Integer(), sa.ForeignKey("facts.id"), primary_key=True),
         sa.Column("key", sa.String(), primary_key=True),
         sa.Column("value", sa.String(), nullable=False),
+        sqlite_with_rowid=False,
     )
     op.create_index("ix_fact_tags_key_value", "fact_tags", ["key", "value"])
     op.create_table(
