@@ -100,3 +100,36 @@ def test_with_a_model_stores_embed_and_hybrid_is_the_default(
         "/v1/search", params={"q": "cat windowsill", "mode": "semantic"}, headers=auth("default")
     ).json()
     assert semantic["results"][0]["scores"]["cosine"] is not None
+
+
+HOSTILE = [
+    '"unbalanced',
+    "((((",
+    "a AND OR NOT b",
+    "NEAR(a b, 3)",
+    "col:value*",
+    "^start -x",
+    "nul\x00byte",
+    "'; DROP TABLE facts; --",
+    "x" * 3000,
+    " ".join(["the"] * 700),
+    "\\",
+]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "semantic", "hybrid"])
+def test_hostile_queries_never_give_a_5xx(
+    client: TestClient, auth: Auth, rt: Runtime, mode: str
+) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    _store(client, auth, "/h", "a start value and the colon")
+    for q in HOSTILE:
+        for response in (
+            client.get("/v1/search", params={"q": q, "mode": mode}, headers=auth("default")),
+            client.post("/v1/search", json={"q": q, "mode": mode}, headers=auth("default")),
+        ):
+            assert response.status_code < 500, (q[:40], response.text)
+            if response.status_code >= 400:
+                assert response.headers["content-type"].startswith("application/problem+json")
+            else:
+                assert isinstance(response.json()["results"], list)
