@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db.engine import read_transaction
 from app.runtime import Runtime
+from app.services import facts as fact_service
 
 REQUEST_ID_HEADER = "x-request-id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -57,14 +58,16 @@ class MemoryCollector(Collector):
         if rt is None:
             return
         with read_transaction(rt.engine) as conn:
-            total, deleted, pending = conn.exec_driver_sql(
-                "SELECT count(*), count(deleted_at), "
-                "sum(embedding IS NULL AND deleted_at IS NULL) FROM facts"
-            ).one()
+            counts = fact_service.totals(conn)
+        total, deleted, pending = (
+            counts["facts"],
+            counts["deleted"],
+            counts["pending_embeddings"],
+        )
         yield GaugeMetricFamily("embornal_facts", "Facts stored, deleted ones included", total)
         yield GaugeMetricFamily("embornal_facts_deleted", "Facts deleted", deleted)
         yield GaugeMetricFamily(
-            "embornal_embeddings_pending", "Facts waiting for an embedding", pending or 0
+            "embornal_embeddings_pending", "Facts waiting for an embedding", pending
         )
         yield GaugeMetricFamily(
             "embornal_vector_index_size", "Vectors in this process's index", len(rt.vector_index)

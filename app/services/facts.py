@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.acl.compile import object_predicate
@@ -440,3 +440,15 @@ def list_facts(
             data |= {"key": last_row.key, "now": now}
         next_cursor = _encode_cursor(data)
     return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}
+
+
+def totals(conn: Connection) -> dict[str, int]:
+    """Counts over the whole memory, whoever may read what: for operators' metrics."""
+    total, deleted, pending = conn.execute(
+        select(
+            func.count(),
+            func.count(facts.c.deleted_at),
+            func.count(case((facts.c.embedding.is_(None) & facts.c.deleted_at.is_(None), 1))),
+        ).select_from(facts)
+    ).one()
+    return {"facts": total, "deleted": deleted, "pending_embeddings": pending}
