@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.auth.subjects import validate_subject
 from app.errors import InvalidInput
 
 EVERYONE = "everyone"
@@ -43,7 +44,6 @@ _ROOT_SUBTREE = "path:/*"
 TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 TAG_VALUE = re.compile(r"^[^\s=,]{1,256}$")
 _TAG_OBJECT = re.compile(r"^tag:([^=\s,]+)=([^\s=,]+)$")
-SUBJECT = re.compile(r"^[^\s=,]{1,128}$")
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def parse_policy_line(line: str) -> PolicyLine:
 
 
 def _check_subject(name: str) -> None:
-    if not SUBJECT.match(name):
-        raise InvalidInput(
-            f"subject {name!r} must be 1 to 128 characters with no space, '=' or ','"
-        )
+    try:
+        validate_subject(name)
+    except InvalidInput as exc:
+        raise InvalidInput(f"subject {name!r}: {exc.detail.removeprefix('subject ')}") from None

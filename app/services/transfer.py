@@ -68,7 +68,8 @@ from sqlalchemy import (
     update,
 )
 
-from app.acl.model import ADMIN, EVERYONE, SUBJECT, PolicyLine, parse_policy_line
+from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
+from app.auth.subjects import SUBJECT_RE
 from app.db import migrate
 from app.db.tables import (
     casbin_rule,
@@ -335,7 +336,7 @@ def _fact_record(
 ) -> FactRecord:
     _fields(record, FACT_REQUIRED, FACT_OPTIONAL)
     owner = _str(record, "owner")
-    if not SUBJECT.match(owner):
+    if not SUBJECT_RE.fullmatch(owner):
         raise InvalidInput(f"owner {owner!r} must be 1 to 128 characters with no space, '=' or ','")
     tags = _tags(record)
     # The owner tag mirrors the owner column: the memory writes it, a file cannot differ.
