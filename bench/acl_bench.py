@@ -30,6 +30,8 @@ from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.db.tables import casbin_rule, fact_tags, facts, path_tags, paths
+from app.services.context import Context
+from app.services.facts import list_facts
 from app.services.visibility import current_only
 
 SUBJECT = "bench"
@@ -242,6 +244,21 @@ def bench(engine: Engine, runs: int, explain: bool) -> list[tuple[str, list[floa
             sql = str(make(clause).compile(conn, compile_kwargs={"literal_binds": True}))
             return lambda: conn.exec_driver_sql(sql).all()
 
+        def listing(subject: str) -> Callable[[], object]:
+            # The whole service call a client pays for: query, hydration of 50 facts.
+            # `default` reads path:/* with no deny, whose fragment compiles to TRUE.
+            def run() -> object:
+                ctx = Context(subject, control.for_subject(conn, subject))
+                return list_facts(conn, ctx, limit=PAGE)
+
+            return run
+
+        results.append(
+            (
+                "list_facts page of 50 (service, hydrated)",
+                *timed(listing("default"), listing(SUBJECT), runs),
+            )
+        )
         for name, make in (("first page of 50", page_query), ("count visible", count_query)):
             results.append((name, *timed(without(make), with_acl(make), runs)))
             # The same SQL text straight to SQLite: SQLAlchemy's share left out.

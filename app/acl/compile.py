@@ -88,7 +88,10 @@ def any_object(
             values[pattern.key].add(pattern.value)
     terms: list[ColumnElement[bool]] = []
     if nodes or subtrees:
-        terms.append(path_id.in_(_node_ids(nodes, subtrees)))
+        # `path_id + 0`: keeps SQLite from driving the query by the path_id index.
+        # With no statistics it did, fetching every fact in the allowed nodes and
+        # sorting them for a page of 50 (0.27 ms instead of 0.08 at 10k facts).
+        terms.append((path_id + 0).in_(_node_ids(nodes, subtrees)))
     if values:
         # The fact's own tags: one probe of fact_tags' primary key (fact_id, key).
         pairs = [
@@ -99,7 +102,7 @@ def any_object(
     for key in sorted(values):
         if key == OWNER_KEY:
             continue  # the memory writes an owner tag on every fact: one never inherits it
-        inherited = path_id.in_(
+        inherited = (path_id + 0).in_(
             select(effective_path_tags.c.path_id)
             .where(
                 effective_path_tags.c.key == key,
