@@ -153,16 +153,59 @@ def upgrade() -> None:
     )
 
     # Nearest path tag wins: for each node and key, the tag of the closest ancestor
-    # (the node itself at depth 0).
+    # (the node itself at depth 0). Kept as a table by triggers, because every read
+    # with a tag rule asks it: computed on the fly it cost each query a scan of the
+    # closure table. Paths are never moved, so a node's inheritance only changes
+    # when a tag on it or above it does.
+    op.create_table(
+        "path_tag_effective",
+        sa.Column("path_id", sa.Integer(), sa.ForeignKey("paths.id"), primary_key=True),
+        sa.Column("key", sa.String(), primary_key=True),
+        sa.Column("value", sa.String(), nullable=False),
+        sa.Column("depth", sa.Integer(), nullable=False),
+        sqlite_with_rowid=False,
+    )
+    op.create_index("ix_path_tag_effective_key_value", "path_tag_effective", ["key", "value"])
+    op.execute(
+        """
+        CREATE TRIGGER paths_tags_inherit AFTER INSERT ON paths BEGIN
+          INSERT INTO path_tag_effective (path_id, key, value, depth)
+            SELECT NEW.id, key, value, depth + 1 FROM path_tag_effective
+            WHERE path_id = NEW.parent_id;
+        END
+        """
+    )
+    # Recompute one key under one node: every descendant takes its nearest tag.
+    recompute = """
+          DELETE FROM path_tag_effective WHERE key = {row}.key AND path_id IN (
+            SELECT descendant_id FROM path_closure WHERE ancestor_id = {row}.path_id);
+          INSERT INTO path_tag_effective (path_id, key, value, depth)
+            SELECT c.descendant_id, pt.key, pt.value, c.depth
+            FROM path_closure c JOIN path_tags pt
+              ON pt.path_id = c.ancestor_id AND pt.key = {row}.key
+            WHERE c.descendant_id IN (
+                SELECT descendant_id FROM path_closure WHERE ancestor_id = {row}.path_id)
+              AND c.depth = (
+                SELECT min(c2.depth) FROM path_closure c2 JOIN path_tags pt2
+                  ON pt2.path_id = c2.ancestor_id AND pt2.key = {row}.key
+                WHERE c2.descendant_id = c.descendant_id);
+    """
+    op.execute(
+        f"CREATE TRIGGER path_tags_ai AFTER INSERT ON path_tags BEGIN"
+        f"{recompute.format(row='NEW')}END"
+    )
+    op.execute(
+        f"CREATE TRIGGER path_tags_au AFTER UPDATE ON path_tags BEGIN"
+        f"{recompute.format(row='OLD')}{recompute.format(row='NEW')}END"
+    )
+    op.execute(
+        f"CREATE TRIGGER path_tags_ad AFTER DELETE ON path_tags BEGIN"
+        f"{recompute.format(row='OLD')}END"
+    )
     op.execute(
         """
         CREATE VIEW effective_path_tags AS
-        SELECT c.descendant_id AS path_id, pt.key AS key, pt.value AS value, c.depth AS depth
-        FROM path_closure c JOIN path_tags pt ON pt.path_id = c.ancestor_id
-        WHERE c.depth = (
-          SELECT min(c2.depth) FROM path_closure c2
-          JOIN path_tags pt2 ON pt2.path_id = c2.ancestor_id AND pt2.key = pt.key
-          WHERE c2.descendant_id = c.descendant_id)
+        SELECT path_id, key, value, depth FROM path_tag_effective
         """
     )
     # A tag on the fact beats every tag it inherits (seed: "Tags and access control").
@@ -311,6 +354,10 @@ def downgrade() -> None:
     for event in ("insert", "update", "delete"):
         op.execute(f"DROP TRIGGER IF EXISTS casbin_rule_version_{event}")
     for trigger in (
+        "path_tags_ad",
+        "path_tags_au",
+        "path_tags_ai",
+        "paths_tags_inherit",
         "facts_vector_log",
         "facts_fts_ad",
         "facts_fts_ai",
@@ -324,5 +371,6 @@ def downgrade() -> None:
     op.execute("DROP VIEW IF EXISTS effective_fact_tags")
     op.execute("DROP VIEW IF EXISTS effective_path_tags")
     op.drop_table("vector_log")
+    op.drop_table("path_tag_effective")
     for name in ("casbin_rule", "path_tags", "fact_tags", "facts", "path_closure", "paths", "meta"):
         op.drop_table(name)
