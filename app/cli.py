@@ -228,8 +228,10 @@ def memory_store(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a fact."""
-    item = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
+    raw = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
     with runtime(load_model=True) as rt:
+        # As the API does: check first, so bad input costs no model time.
+        (item,) = fact_service.validate_new_facts([raw], rt.settings.limits)
         vectors = embed_for_store(rt.embedder, [item.content])
         with rt.writing() as (conn, ctx):
             fact = fact_service.store_fact(conn, ctx, item, vector=vectors[0])

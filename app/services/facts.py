@@ -235,11 +235,6 @@ def _existing_resource(conn: Connection, fact_id: int) -> Resource:
     return Resource(path, {k: v for k, v in tags})
 
 
-def validate_new_fact(item: NewFact, ctx: Context) -> NewFact:
-    """Fold and check one fact before anything is written."""
-    return _checked_fact(item, ctx.limits)
-
-
 def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
     return NewFact(
         path=fold_path(item.path),
@@ -254,6 +249,9 @@ def validate_new_facts(
 ) -> list[NewFact]:
     """Fold and check facts before anything is written (the API also runs it before
     embedding, so bad input costs no model time)."""
+    if len(items) > limits.batch_facts:
+        message = f"a batch holds at most {limits.batch_facts} facts, not {len(items)}"
+        raise InvalidInput(message, errors=[{"loc": list(error_prefix), "msg": message}])
     checked = []
     for index, item in enumerate(items):
         try:

@@ -104,12 +104,6 @@ def fts_chunks(q: str) -> list[str]:
     return ['"' + c.replace('"', '""') + '"' for c in unique]
 
 
-def fts_query(q: str) -> str | None:
-    """Every chunk must appear (FTS5's implicit AND)."""
-    chunks = fts_chunks(q)
-    return " ".join(chunks) if chunks else None
-
-
 def _filters(
     ctx: Context, under: str | None, tags: Sequence[str] | None, min_strength: float | None
 ) -> list[Any]:

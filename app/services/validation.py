@@ -54,13 +54,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def parent_path(path: str) -> str | None:
-    if path == "/":
-        return None
-    head = path.rsplit("/", 1)[0]
-    return head or "/"
-
-
 def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
     key = key.strip().lower()
     if not TAG_KEY.match(key):

@@ -10,7 +10,6 @@ from app.api.deps import DbDep, RuntimeDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
-from app.errors import InvalidInput
 from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
 from app.services import facts as fact_service
 from app.services.embedding import embed_for_store
@@ -55,10 +54,6 @@ def store_fact(body: FactIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
 )
 def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
     """Store several facts, all or nothing."""
-    limit = rt.settings.limits.batch_facts
-    if len(body.facts) > limit:
-        message = f"a batch holds at most {limit} facts, not {len(body.facts)}"
-        raise InvalidInput(message, errors=[{"loc": ["body", "facts"], "msg": message}])
     prefix = ["body", "facts"]
     items = fact_service.validate_new_facts(
         [_new(f) for f in body.facts], rt.settings.limits, error_prefix=prefix
