@@ -27,6 +27,7 @@ from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
+from app.usecases.memory import Memory
 
 DESCRIPTION = (
     "A memory of small facts for AI agents: store one fact at a time, find it again "
@@ -51,6 +52,7 @@ def create_app(
         rt = runtime or open_runtime(settings, load_model=True)
         try:
             app.state.runtime = rt
+            app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
             yield
         finally:
@@ -64,7 +66,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.clock = clock
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry
