@@ -7,6 +7,7 @@ user: they never hold SQL, a stack trace or a server file path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -74,3 +75,19 @@ class Unavailable(EmbornalError):
     status = 503
     type = "/problems/unavailable"
     title = "Service unavailable"
+
+
+def field_name(loc: Sequence[str | int]) -> str:
+    """Where a field error points, after the request part it came from:
+    ['body', 'facts', 3, 'content'] -> 'facts[3].content'; ['query', 'limit'] -> 'limit'."""
+    name = ""
+    for part in loc[1:] if len(loc) > 1 else loc:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else part)
+    return name or "body"
+
+
+def invalid_detail(errors: Sequence[Mapping[str, Any]]) -> str:
+    """The one-line detail of a request whose fields failed validation (every front end)."""
+    fields = sorted({field_name(e["loc"]) for e in errors})
+    shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
+    return f"Invalid value for {shown}." if shown else "The request is not valid."

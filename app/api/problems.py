@@ -28,6 +28,7 @@ from app.errors import (
     PayloadTooLarge,
     Unauthorized,
     Unavailable,
+    invalid_detail,
 )
 
 log = logging.getLogger(__name__)
@@ -144,18 +145,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     ]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
         return _invalid_json()
-    fields = sorted({_field_name(e["loc"]) for e in errors})
-    shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
-    detail = f"Invalid value for {shown}." if shown else "The request is not valid."
-    return problem_response(422, detail, errors=errors)
-
-
-def _field_name(loc: Sequence[str | int]) -> str:
-    """['body', 'facts', 3, 'content'] -> 'facts[3].content'; ['query', 'limit'] -> 'limit'."""
-    name = ""
-    for part in loc[1:] if len(loc) > 1 else loc:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else part)
-    return name or "body"
+    return problem_response(422, invalid_detail(errors), errors=errors)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
