@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -207,6 +207,23 @@ def serve_command(
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
         )
+
+
+@app.command("mcp")
+def mcp_command() -> None:
+    """Serve the memory to a local agent over MCP on stdin/stdout, acting as `default`."""
+    import anyio
+
+    from app.api.observability import configure_logging
+    from app.mcp.stdio import serve_stdio
+
+    config = settings()
+    configure_logging(config.server.log_format, config.server.log_level)  # to stderr
+    with ExitStack() as stack:
+        # stdout is the protocol channel: whatever opening the memory prints goes to stderr.
+        with redirect_stdout(sys.stderr):
+            mem = stack.enter_context(memory(load_model=True))
+        anyio.run(serve_stdio, mem)
 
 
 # --- tokens ------------------------------------------------------------------
