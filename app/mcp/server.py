@@ -304,7 +304,7 @@ def build_server(
             data = serialize(spec.output, result)
             outcome = "ok"
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(data))],
+                content=[types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
                 structured_content=data,
             )
         except Exception as exc:
@@ -377,7 +377,8 @@ def build_server(
             elif uri.startswith(PATH_URI):
                 path = "/" + unquote(uri.removeprefix(PATH_URI)).lstrip("/")
                 node = await anyio.to_thread.run_sync(lambda: memory.browse(who, path))
-                text, mime = json.dumps(serialize(s.BrowseOut, node)), "application/json"
+                text = json.dumps(serialize(s.BrowseOut, node), ensure_ascii=False)
+                mime = "application/json"
             else:
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource: {uri}")
         except EmbornalError as exc:
