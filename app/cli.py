@@ -164,6 +164,17 @@ def migrate_command() -> None:
         typer.echo(f"memory at {settings().database_path} is at the head revision")
 
 
+def warn_without_model(mem: Memory) -> None:
+    """Say once, on stderr, why a server has no model and the command that gives it one."""
+    rt = mem.runtime
+    if rt.embedder is None and rt.settings.embedding.model != "none":
+        typer.echo(
+            f"no embedding model ({rt.model_problem}); serving keyword search, facts "
+            "wait for a model. For the offline model, run: embornal model use minilm-l6",
+            err=True,
+        )
+
+
 @app.command("serve")
 def serve_command(
     host: Annotated[str | None, typer.Option(help="Address to bind (server.host)")] = None,
@@ -190,12 +201,7 @@ def serve_command(
     # The configured model is fetched at start when missing (embedding.download).
     with memory(load_model=True, download=config.embedding.download) as mem:
         rt = mem.runtime
-        if rt.embedder is None and config.embedding.model != "none":
-            typer.echo(
-                f"no embedding model ({rt.model_problem}); serving keyword search, facts "
-                "wait for a model. For the offline model, run: embornal model use minilm-l6",
-                err=True,
-            )
+        warn_without_model(mem)
         verifier = TokenVerifier(config)
         uvicorn.run(
             create_app(config, runtime=rt, verifier=verifier),
@@ -223,6 +229,7 @@ def mcp_command() -> None:
         # stdout is the protocol channel: whatever opening the memory prints goes to stderr.
         with redirect_stdout(sys.stderr):
             mem = stack.enter_context(memory(load_model=True))
+        warn_without_model(mem)
         anyio.run(serve_stdio, mem)
 
 
