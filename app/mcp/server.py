@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from app import __version__
 from app.api.observability import request_id_var
-from app.errors import EmbornalError, Unavailable, field_name, invalid_detail
+from app.errors import EmbornalError, InvalidInput, Unavailable, field_name, invalid_detail
 from app.mcp import schemas as s
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut
@@ -255,16 +255,23 @@ class ToolMetrics:
         )
 
 
-def error_text(exc: Exception) -> str:
-    """The one line a refused call gives: the HTTP problem's `detail`, never internals."""
-    if isinstance(exc, ValidationError):
-        # The problem's detail, then what its `errors` list would say (a model sees only text).
+def arguments_of(spec: ToolSpec, raw: Mapping[str, Any]) -> s.ToolInput:
+    """The call's arguments checked against the tool's input model, or InvalidInput whose
+    detail is REST's for the same fault, then what its `errors` list would say (a model
+    reads only the text)."""
+    try:
+        return spec.input.model_validate(raw)
+    except ValidationError as exc:
         errors = [
             {"loc": ["arguments", *e["loc"]], "msg": e["msg"]}
             for e in exc.errors(include_input=False, include_url=False)
         ]
         reasons = "; ".join(f"{field_name(e['loc'])}: {e['msg']}" for e in errors[:5])
-        return f"{invalid_detail(errors)} {reasons}"
+        raise InvalidInput(f"{invalid_detail(errors)} {reasons}", errors=errors) from None
+
+
+def error_text(exc: Exception) -> str:
+    """The one line a refused call gives: the HTTP problem's `detail`, never internals."""
     if isinstance(exc, EmbornalError) and (exc.status < 500 or isinstance(exc, Unavailable)):
         return exc.detail
     return INTERNAL_DETAIL
@@ -296,7 +303,7 @@ def build_server(
         started = time.perf_counter()
         outcome = "error"
         try:
-            arguments = spec.input.model_validate(params.arguments or {})
+            arguments = arguments_of(spec, params.arguments or {})
             who = subject()
             memory = get_memory()
             # One worker thread runs the whole use case, transaction included (app.api.deps).
@@ -308,9 +315,10 @@ def build_server(
                 structured_content=data,
             )
         except Exception as exc:
-            if not isinstance(exc, ValidationError | EmbornalError):
+            # As the REST handlers do: the log gets what went wrong, the caller one line.
+            if not isinstance(exc, EmbornalError):
                 log.error("mcp tool %s failed", spec.name, exc_info=exc)
-            elif isinstance(exc, EmbornalError) and exc.status >= 500:
+            elif exc.status >= 500:
                 log.error("mcp tool %s failed: %s: %s", spec.name, type(exc).__name__, exc.detail)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=error_text(exc))], is_error=True
@@ -325,7 +333,11 @@ def build_server(
                 spec.name,
                 outcome,
                 elapsed * 1000,
-                extra={"tool": spec.name, "outcome": outcome, "duration_ms": elapsed * 1000},
+                extra={
+                    "tool": spec.name,
+                    "outcome": outcome,
+                    "duration_ms": round(elapsed * 1000, 2),
+                },
             )
 
     async def list_resources(

@@ -280,3 +280,18 @@ async def test_metadata_names_the_configured_issuer(
             document = (await http.get(url)).json()
             assert document["resource"] == "https://memory.example.org/mcp"
             assert document["authorization_servers"] == ["https://id.example.org/realms/home"]
+
+
+async def test_an_unexpected_failure_says_nothing_of_itself(
+    mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(self: Any, subject: str, fact_id: int) -> None:
+        raise RuntimeError("no such table: /srv/secret/memory.db")
+
+    monkeypatch.setattr("app.usecases.memory.Memory.history", broken)
+    async with mcp.connect("default") as client:
+        with caplog.at_level(logging.ERROR, logger="embornal.mcp"):
+            text = await refused(client, "fact_history", fact_id=1)
+    assert text == "The server failed to handle the request."
+    # The operator's log has it, with its traceback; the caller has one generic line.
+    assert "no such table" in caplog.text and "Traceback" in caplog.text
