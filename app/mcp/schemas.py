@@ -108,6 +108,22 @@ class BrowseIn(ToolInput):
     )
 
 
+class ListIn(ToolInput):
+    under: str = Field(
+        default="/", max_length=MAX_PATH_CHARS, description="The subtree to list, e.g. /projects"
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="Only facts carrying all of these tags"
+    )
+    sort: Literal["created", "strength"] = Field(
+        default="created", description="Newest first, or strongest first"
+    )
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
+    cursor: str | None = Field(
+        default=None, max_length=1024, description="next_cursor of the previous page"
+    )
+
+
 class TagPathIn(ToolInput):
     path: str = Field(max_length=MAX_PATH_CHARS, description="The node to tag")
     set: dict[str, str] = Field(

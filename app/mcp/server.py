@@ -35,6 +35,7 @@ from app import __version__
 from app.api.observability import request_id_var
 from app.errors import EmbornalError, InvalidInput, Unavailable, field_name, invalid_detail
 from app.mcp import schemas as s
+from app.schemas.facts import Fact, FactList
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut
 from app.schemas.search import SearchOut
@@ -133,6 +134,13 @@ def _browse(memory: Memory, subject: str, a: s.BrowseIn) -> Any:
     return memory.browse(subject, a.path, sort=a.sort, limit=a.limit, cursor=a.cursor)
 
 
+def _list(memory: Memory, subject: str, a: s.ListIn) -> Any:
+    tags = [f"{key}={value}" for key, value in a.tags.items()]
+    return memory.list_facts(
+        subject, under=a.under, tags=tags, sort=a.sort, limit=a.limit, cursor=a.cursor
+    )
+
+
 def _tag(memory: Memory, subject: str, a: s.TagPathIn) -> Any:
     return memory.tag_path(subject, a.path, set_tags=a.set, remove=a.remove)
 
@@ -151,7 +159,7 @@ TOOLS: dict[str, ToolSpec] = {
             "stored before, pass its id as supersedes_id: that is how you fix your memory "
             "without duplicating it. Search first, so you do not store what is already there.",
             s.StoreFactIn,
-            s.Fact,
+            Fact,
             _store,
         ),
         ToolSpec(
@@ -170,7 +178,7 @@ TOOLS: dict[str, ToolSpec] = {
             "Read one fact by id, with its tags, links and strength. Counts as a recall "
             "(which keeps the fact strong) unless peek is true.",
             s.GetFactIn,
-            s.Fact,
+            Fact,
             _get,
         ),
         ToolSpec(
@@ -203,6 +211,17 @@ TOOLS: dict[str, ToolSpec] = {
             s.BrowseIn,
             s.BrowseOut,
             _browse,
+            read_only=True,
+        ),
+        ToolSpec(
+            "list_facts",
+            "List facts",
+            "List the current facts of a subtree (the whole memory by default), newest "
+            "first or strongest first, a page at a time: what you know about a topic "
+            "without a query. Listing is not a recall.",
+            s.ListIn,
+            FactList,
+            _list,
             read_only=True,
         ),
         ToolSpec(

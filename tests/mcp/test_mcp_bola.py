@@ -111,6 +111,9 @@ async def test_bob_never_sees_alice(mcp: Mcp, two_subjects: None, fact_count) ->
             ("get_fact", {"fact_id": bob_fact["id"]}),
             ("fact_history", {"fact_id": bob_fact["id"]}),
             ("browse_path", {"path": "/"}),
+            ("list_facts", {}),
+            ("list_facts", {"under": "/alice"}),
+            ("list_facts", {"sort": "strength", "tags": {"owner": "alice"}}),
             ("browse_path", {"path": "/bob/notes"}),
         ]
         for tool, arguments in visible:

@@ -32,6 +32,7 @@ TOOLS = {
     "fact_history",
     "delete_fact",
     "browse_path",
+    "list_facts",
     "tag_path",
     "whoami",
 }

@@ -25,6 +25,7 @@ TOOLS = {
     "fact_history",
     "delete_fact",
     "browse_path",
+    "list_facts",
     "tag_path",
     "whoami",
 }
@@ -193,6 +194,26 @@ async def test_browse_pages_through_a_node(mcp: Mcp) -> None:
             seen += [f["id"] for f in page["facts"]]
         assert seen == ids[::-1]
         assert page["fact_count"] == 5
+
+
+async def test_list_a_subtree_strongest_first(mcp: Mcp, clock: FakeClock) -> None:
+    async with mcp.connect("default") as client:
+        old = await ok(client, "store_fact", path="/garden/beds", content="beans by the wall")
+        clock.advance(days=2)
+        new = await ok(client, "store_fact", path="/garden", content="compost in the corner")
+        await ok(client, "store_fact", path="/kitchen", content="not in the garden")
+        newest = await ok(client, "list_facts", under="/garden")
+        assert [f["id"] for f in newest["facts"]] == [new["id"], old["id"]]
+        clock.advance(days=1)
+        await ok(client, "get_fact", fact_id=old["id"])  # a recall: now the stronger one
+        strongest = await ok(client, "list_facts", under="/garden", sort="strength")
+        assert [f["id"] for f in strongest["facts"]] == [old["id"], new["id"]]
+        # Listing is browsing: it counted no recall.
+        assert [f["recall_count"] for f in strongest["facts"]] == [1, 0]
+        page = await ok(client, "list_facts", under="/garden", limit=1)
+        assert page["next_cursor"] is not None
+        rest = await ok(client, "list_facts", under="/garden", cursor=page["next_cursor"])
+        assert [f["id"] for f in rest["facts"]] == [old["id"]]
 
 
 async def test_resources_and_prompt(mcp: Mcp) -> None:
