@@ -105,6 +105,8 @@ def show_fact(fact: dict[str, Any]) -> None:
         flags.append("deleted")
     if fact["superseded_by_id"]:
         flags.append(f"superseded by #{fact['superseded_by_id']}")
+    elif fact["superseded"]:
+        flags.append("superseded")
     extra = f" ({', '.join(flags)})" if flags else ""
     typer.echo(
         f"#{fact['id']} {fact['path']}  strength {fact['strength']:.2f}  "

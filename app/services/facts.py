@@ -113,7 +113,16 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         ).where(effective_fact_tags.c.fact_id.in_(ids))
     ):
         effective[fid][key] = value
+    # Neighbours in the supersede chain show only when the subject may read them: a
+    # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
+    # trace a hidden successor leaves, and it tells no more than the fact's absence
+    # from default listings (and a 409 on a second supersede) already does.
     successor = SUCCESSOR
+    superseded = set(
+        conn.execute(
+            select(successor.c.supersedes_id).where(successor.c.supersedes_id.in_(ids))
+        ).scalars()
+    )
     successors = {
         old: new
         for old, new in conn.execute(
@@ -123,6 +132,16 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
             )
         )
     }
+    older_ids = {row.supersedes_id for row in rows.values() if row.supersedes_id is not None}
+    readable_older = (
+        set(
+            conn.execute(
+                select(facts.c.id).where(facts.c.id.in_(older_ids), readable(ctx))
+            ).scalars()
+        )
+        if older_ids
+        else set()
+    )
     out = []
     for fid in ids:
         row = rows.get(fid)
@@ -138,8 +157,11 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
                 "tags": dict(sorted(own[fid].items())),
                 "effective_tags": dict(sorted(effective[fid].items())),
                 "links": parse_links(conn, ctx, row.content),
-                "supersedes_id": row.supersedes_id,
+                "supersedes_id": (
+                    row.supersedes_id if row.supersedes_id in readable_older else None
+                ),
                 "superseded_by_id": successors.get(fid),
+                "superseded": fid in superseded,
                 "deleted_at": _time(row.deleted_at),
                 "created_at": _time(row.created_at),
                 "last_recall_at": _time(row.last_recall_at),
@@ -190,17 +212,32 @@ def get_fact(
 
 
 def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
-    """The whole supersede chain through `fact_id`, oldest first, deleted facts included."""
+    """The supersede chain through `fact_id`, oldest first, deleted facts included.
+
+    The walk steps only through facts the subject may read, and stops at a hidden
+    one: a chain visible-hidden-visible shows one side of the hidden fact, never the
+    other, as the link between them exists only through the hidden fact.
+    """
     _readable_row(conn, ctx, fact_id, include_deleted=True)
-    back = select(facts.c.id, facts.c.supersedes_id).where(facts.c.id == fact_id)
-    back_cte = back.cte("back", recursive=True)
-    older = facts.alias("older")
+    older, newer = _OLDER, _NEWER
+    back_cte = (
+        select(facts.c.id, facts.c.supersedes_id)
+        .where(facts.c.id == fact_id)
+        .cte("back", recursive=True)
+    )
     back_cte = back_cte.union_all(
-        select(older.c.id, older.c.supersedes_id).where(older.c.id == back_cte.c.supersedes_id)
+        select(older.c.id, older.c.supersedes_id).where(
+            older.c.id == back_cte.c.supersedes_id,
+            ctx.access.read_clause(older.c.id, older.c.path_id),
+        )
     )
     fwd_cte = select(facts.c.id).where(facts.c.id == fact_id).cte("fwd", recursive=True)
-    newer = facts.alias("newer")
-    fwd_cte = fwd_cte.union_all(select(newer.c.id).where(newer.c.supersedes_id == fwd_cte.c.id))
+    fwd_cte = fwd_cte.union_all(
+        select(newer.c.id).where(
+            newer.c.supersedes_id == fwd_cte.c.id,
+            ctx.access.read_clause(newer.c.id, newer.c.path_id),
+        )
+    )
     chain = select(back_cte.c.id).union(select(fwd_cte.c.id))
     ids = (
         conn.execute(
@@ -212,6 +249,11 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]
         .all()
     )
     return hydrate(conn, ctx, ids)
+
+
+# Built once, as SUCCESSOR is: the read fragment is cached per column object.
+_OLDER = facts.alias("older")
+_NEWER = facts.alias("newer")
 
 
 # --- writing -----------------------------------------------------------------
