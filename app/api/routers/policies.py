@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response, status
 
 from app.api.deps import DbDep
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.policies import Policy, PolicyIn, PolicyList
 from app.services import policies as policy_service
 
@@ -33,7 +33,7 @@ def list_policies(db: DbDep) -> dict[str, Any]:
     status_code=status.HTTP_201_CREATED,
     response_model=Policy,
     operation_id="add_policy",
-    responses=problems(*AUTHED, 403, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 409),
 )
 def add_policy(body: PolicyIn, db: DbDep) -> dict[str, Any]:
     """Add a policy line, e.g. `p, alice, path:/work/acme/*, read, allow`."""
@@ -46,7 +46,7 @@ def add_policy(body: PolicyIn, db: DbDep) -> dict[str, Any]:
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     operation_id="remove_policy",
-    responses=problems(*AUTHED, 403, 404, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
 )
 def remove_policy(body: PolicyIn, db: DbDep) -> None:
     """Remove a policy line."""
