@@ -214,6 +214,11 @@ def get_fact(
     return hydrate(conn, ctx, [fact_id])[0]
 
 
+# Built once, as SUCCESSOR is: the read fragment is cached per column object.
+_OLDER = facts.alias("older")
+_NEWER = facts.alias("newer")
+
+
 def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
     """The supersede chain through `fact_id`, oldest first, deleted facts included.
 
@@ -252,11 +257,6 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]
         .all()
     )
     return hydrate(conn, ctx, ids)
-
-
-# Built once, as SUCCESSOR is: the read fragment is cached per column object.
-_OLDER = facts.alias("older")
-_NEWER = facts.alias("newer")
 
 
 # --- writing -----------------------------------------------------------------
