@@ -109,6 +109,8 @@ class JsonBodyMiddleware:
             headers = Headers(scope=scope)
             if has_body(headers) and not is_json(headers.get("content-type")):
                 response = problem_response(415, NOT_JSON)
+                # The body is never read: close rather than leave it in the connection.
+                response.headers["Connection"] = "close"
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
