@@ -198,3 +198,20 @@ async def test_policy_change_is_in_force_on_the_next_call(
         assert [r["fact"]["id"] for r in found["results"]] == [fact["id"]]
         add_policy("p, bob, path:/alice/*, read, deny")
         await refused(bob, "get_fact", fact_id=fact["id"])
+
+
+async def test_a_successor_bob_cannot_read_does_not_show(mcp: Mcp, two_subjects: None) -> None:
+    """Default corrects a public /memory fact with a private one: bob sees the old one only,
+    marked superseded, with no pointer to what replaced it; a second supersede is refused."""
+    async with mcp.connect("default") as owner, mcp.connect("bob") as bob:
+        new = await ok(
+            owner, "store_fact", path="/memory", content="a private correction", supersedes_id=1
+        )
+        old = await ok(bob, "get_fact", fact_id=1, peek=True)
+        assert old["superseded_by_id"] is None and old["superseded"] is True
+        chain = await ok(bob, "fact_history", fact_id=1)
+        assert [f["id"] for f in chain["facts"]] == [1]
+        await refused(bob, "get_fact", fact_id=new["id"])
+        listed = await ok(bob, "list_facts", under="/memory", limit=100)
+        assert 1 not in [f["id"] for f in listed["facts"]]
+        assert "private correction" not in json.dumps(listed)
