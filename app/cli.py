@@ -24,6 +24,8 @@ try:  # typer >= 0.20 vendors click; its exceptions live there
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
+from app.acl.enforcer import SubjectIsRole
+from app.db.engine import read_transaction
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.runtime import Runtime, open_runtime
@@ -208,6 +210,9 @@ def token_issue(
     from app.auth.tokens import issue_token, parse_duration
 
     lifetime = parse_duration(expires)
+    # The server would refuse a role's name as a subject (401): say so now instead.
+    with runtime() as rt, read_transaction(rt.engine) as conn:
+        policy_service.refuse_role_name(conn, subject)
     now = datetime.now(UTC).replace(microsecond=0)
     token = issue_token(settings(), subject, lifetime, now=now)
     if as_json:
@@ -631,6 +636,10 @@ def main() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
+    except SubjectIsRole as exc:
+        # The owner at the console may know why (a server tells a client nothing).
+        typer.echo(f"error: {exc.reason}", err=True)
+        sys.exit(1)
     except EmbornalError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         sys.exit(1)
