@@ -317,7 +317,7 @@ def memory_tag(
     remove: Annotated[list[str] | None, typer.Option("--remove", help="key to remove")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set or remove tags on a path (facts below inherit them, nearest wins)."""
+    """Set or remove tags on a path (facts below inherit them, nearest wins; needs `tag`)."""
     with runtime() as rt, rt.writing() as (conn, ctx):
         for key in remove or []:
             path_service.remove_path_tag(conn, ctx, path, key)
@@ -615,7 +615,7 @@ def policy_list(as_json: JsonOpt = False) -> None:
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line."""
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
     with runtime() as rt, rt.writing() as (conn, ctx):
         added = policy_service.add_policy(conn, ctx, line)
     typer.echo(f"added: {added}")

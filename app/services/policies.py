@@ -65,7 +65,9 @@ def subject_use(conn: Connection, name: str) -> str | None:
         return "it owns facts"
     named = conn.execute(
         select(casbin_rule.c.ptype, casbin_rule.c.v1)
-        .where(casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g"))
+        .where(
+            casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g")
+        )
         .limit(1)
     ).first()
     if named is None:

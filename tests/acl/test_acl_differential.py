@@ -18,11 +18,8 @@ its roles (transitively) and everyone's. A subject named like a role is refused.
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,7 +29,7 @@ from sqlalchemy import Connection, Engine, insert, select, text
 from app.acl.compile import object_predicate
 from app.acl.enforcer import AccessControl, SubjectIsRole
 from app.acl.model import ADMIN, EVERYONE, Resource, parse_object
-from app.db.engine import make_engine, write_transaction
+from app.db.engine import write_transaction
 from app.db.tables import (
     ROOT_PATH_ID,
     casbin_rule,
@@ -165,24 +162,6 @@ def worlds(draw: st.DrawFn) -> World:
         lines += DEFAULT_LINES
     filters = draw(st.lists(objects, min_size=1, max_size=3))
     return World(nodes, node_tags, drawn_facts, sorted(set(lines)), filters)
-
-
-# --- one memory file for the module, emptied and refilled per example ----------
-
-
-@pytest.fixture(scope="module")
-def engine(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    path = tmp_path_factory.mktemp("acl-diff") / "memory.db"
-    shutil.copy(migrated_template, path)
-    eng = make_engine(path)
-    yield eng
-    eng.dispose()
-
-
-@pytest.fixture(scope="module")
-def control(engine: Engine) -> AccessControl:
-    # One for the module: each example's policy writes bump the version it reloads on.
-    return AccessControl(engine)
 
 
 def load(conn: Connection, world: World) -> dict[str, int]:

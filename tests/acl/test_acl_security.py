@@ -60,9 +60,12 @@ def test_a_subject_named_like_a_role_is_refused_and_the_log_says_why(
     rt: Runtime, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     add(rt, "g, cli, reader", "p, reader, path:/docs/*, read, allow")
-    with caplog.at_level(logging.WARNING), pytest.raises(SubjectIsRole) as caught:
-        with rt.reading(name):
-            pass
+    with (
+        caplog.at_level(logging.WARNING),
+        pytest.raises(SubjectIsRole) as caught,
+        rt.reading(name),
+    ):
+        pass
     # The caller hears what every bad token gets; the operator reads the reason.
     assert caught.value.status == 401
     assert caught.value.detail == UNAUTHORIZED_MESSAGE

@@ -13,6 +13,7 @@ is readable and `delete` is allowed on it (by path or tag rule); a path tag when
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -27,13 +28,11 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services.context import Context
 from app.services.facts import NewFact
-from tests.acl.test_acl_differential import (  # noqa: F401 - engine, control: fixtures
+from tests.acl.test_acl_differential import (
     FACT_TAG_KEYS,
     SUBJECTS,
     TAG_VALUES,
     World,
-    control,
-    engine,
     expected_tags,
     granted,
     load,
@@ -46,11 +45,11 @@ from tests.acl.test_acl_differential import (  # noqa: F401 - engine, control: f
 OK = "ok"
 
 
-def outcome(conn: Connection, call: Any) -> str:
-    """Run a service call in a savepoint, always rolled back; name how it ended."""
+def outcome(conn: Connection, call: Callable[..., Any], *args: Any) -> str:
+    """Run `call(conn, *args)` in a savepoint, always rolled back; name how it ended."""
     savepoint = conn.begin_nested()
     try:
-        call()
+        call(conn, *args)
         return OK
     except Forbidden:
         return "403"
@@ -102,12 +101,8 @@ def test_changes_equal_enforce(
                     want = enforce(subject, "write", node, as_stored) and enforce(
                         subject, "write", node, here
                     )
-                    got = outcome(
-                        conn,
-                        lambda: fact_service.store_fact(
-                            conn, ctx, NewFact(node, "probe", store_tags)
-                        ),
-                    )
+                    probe = NewFact(node, "probe", store_tags)
+                    got = outcome(conn, fact_service.store_fact, ctx, probe)
                     assert got == (OK if want else "403"), (subject, "store", node, store_tags)
 
                 for fact_id, fact in enumerate(world.facts, start=1):
@@ -115,7 +110,7 @@ def test_changes_equal_enforce(
                     readable = enforce(subject, "read", fact.path, tags)
                     deletable = enforce(subject, "delete", fact.path, tags)
                     want_delete = "404" if not readable else OK if deletable else "403"
-                    got = outcome(conn, lambda: fact_service.delete_fact(conn, ctx, fact_id))
+                    got = outcome(conn, fact_service.delete_fact, ctx, fact_id)
                     assert got == want_delete, (subject, "delete", fact_id, fact.path, tags)
 
                 key, value = new_tag
@@ -124,9 +119,7 @@ def test_changes_equal_enforce(
                     want_tag = enforce(subject, "tag", node, here) and enforce(
                         subject, "tag", node, {**here, key: value}
                     )
-                    got = outcome(
-                        conn, lambda: path_service.set_path_tags(conn, ctx, node, {key: value})
-                    )
+                    got = outcome(conn, path_service.set_path_tags, ctx, node, {key: value})
                     if want_tag:
                         assert got == OK, (subject, "tag", node, here)
                     else:

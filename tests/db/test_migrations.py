@@ -61,9 +61,10 @@ def test_0002_gives_default_tag_on_the_whole_tree_and_takes_it_back(tmp_path: Pa
     with read_transaction(engine) as conn:
         assert conn.exec_driver_sql(TAG_LINE).scalar() == 1
         # Running servers reload their rules: the change bumped the version.
-        assert conn.exec_driver_sql(
-            "SELECT value FROM meta WHERE key = 'policy_version'"
-        ).scalar() != version
+        assert (
+            conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'policy_version'").scalar()
+            != version
+        )
     # An owner's own `tag` line survives a downgrade; only the migration's goes.
     with write_transaction(engine) as conn:
         conn.exec_driver_sql(
