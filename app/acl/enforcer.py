@@ -211,8 +211,11 @@ class AccessControl:
         """The subject's access under the current policies; SubjectIsRole for a role name."""
         enforcer = self.current(conn)
         if subject in self.roles(enforcer):
-            log.warning("refused subject %r: %s", subject, SubjectIsRole(subject).reason)
-            raise SubjectIsRole(subject)
+            refused = SubjectIsRole(subject)
+            # Warning, not debug: an identity provider or a token issuer hands out a
+            # role's name, which the operator must fix (or someone is trying it).
+            log.warning("refused a request: %s", refused.reason)
+            raise refused
         access = self._subjects.get(subject)
         if access is None or access.enforcer is not enforcer:
             # One Access per subject and enforcer, so its rules and fragments are reused.
