@@ -267,10 +267,17 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]
 # --- writing -----------------------------------------------------------------
 
 
-def fact_resource(conn: Connection, path: str, own_tags: Mapping[str, str]) -> Resource:
-    """The object a write is about: its node, inherited tags under its own tags."""
-    inherited = path_service.path_resource(conn, path).tags
-    return Resource(path, {**inherited, **own_tags})
+def may_store(conn: Connection, ctx: Context, path: str, own_tags: Mapping[str, str]) -> bool:
+    """May the subject store a fact with `own_tags` at `path`?
+
+    Only a path rule grants `write` (the model's mayGrant): the writer chooses the
+    tags. Tag rules deny, and they are asked twice: of the fact as it would be
+    (its own tags over inherited ones) and of the node as it is, so that a deny on
+    a tag the node carries is not dodged by giving the fact another value for it.
+    """
+    node = path_service.path_resource(conn, path)
+    fact = Resource(path, {**node.tags, **own_tags})
+    return ctx.access.can("write", fact) and ctx.access.can("write", node)
 
 
 def _existing_resource(conn: Connection, fact_id: int) -> Resource:
@@ -340,7 +347,7 @@ def store_facts(
         if item.supersedes_id is not None:
             _check_supersede(conn, ctx, item.supersedes_id)
         own_tags = {**item.tags, OWNER_KEY: ctx.subject}
-        if not ctx.access.can("write", fact_resource(conn, item.path, own_tags)):
+        if not may_store(conn, ctx, item.path, own_tags):
             raise Forbidden(f"{ctx.subject} may not write at {item.path}")
         path_id = path_service.ensure_path(conn, item.path, now)
         try:
@@ -377,7 +384,12 @@ def store_fact(
 
 
 def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
-    """Superseding changes the old fact: it must be readable, current and writable."""
+    """Superseding changes the old fact: it must be readable, current and writable.
+
+    Writable as a store is: a path rule on the old fact's node grants it, a tag rule
+    on its effective tags can only deny, so `owner=<subject>` does not let a subject
+    retire its old facts in places where it may no longer write.
+    """
     _readable_row(conn, ctx, old_id, include_deleted=False)
     taken = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old_id)).scalar()
     if taken is not None:
