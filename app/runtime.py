@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
+from app.embeddings.query_cache import QueryCache
 from app.services.context import Context
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
@@ -37,6 +38,7 @@ class Runtime:
     model_problem: str | None = None  # why there is no embedder, for readiness
     model_load_seconds: float | None = None
     vector_index: VectorIndex = field(default_factory=VectorIndex)
+    query_cache: QueryCache = field(default_factory=QueryCache)
 
     def context(self, conn: Connection, subject: str) -> Context:
         return Context(

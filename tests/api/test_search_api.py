@@ -26,7 +26,7 @@ def test_keyword_search_get_and_post(client: TestClient, auth: Auth) -> None:
     body = got.json()
     assert body["mode"] == "keyword"  # no model loaded: keyword is the default
     assert body["results"][0]["fact"]["id"] == target["id"]
-    assert body["results"][0]["scores"]["bm25"] is not None
+    assert body["results"][0]["scores"]["keyword"] == 1.0
     assert body["results"][0]["fact"]["recall_count"] == 1  # a search hands content out
 
     posted = client.post(

@@ -33,6 +33,7 @@ def _search(rt: Runtime, db: Db, where: str, params: SearchIn) -> dict[str, Any]
             tags=params.tag,
             min_strength=params.min_strength,
             sort=params.sort,
+            cache=rt.query_cache,
         )
         with db.reading() as (conn, ctx):
             ranking = search_service.rank(conn, ctx, query, rt.vector_index)
