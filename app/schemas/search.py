@@ -67,8 +67,9 @@ class Scores(BaseModel):
     rrf: float | None = Field(
         default=None,
         description=(
-            "Hybrid: reciprocal rank fusion of the keyword and semantic positions, "
-            "the sum of 1/(60 + position) over the two rankings"
+            "Hybrid: reciprocal rank fusion, the sum of 1/(60 + position) over the "
+            "semantic ranking and the ranking of facts holding every content word "
+            "(facts holding only some of them do not count in hybrid mode)"
         ),
     )
 

@@ -33,16 +33,16 @@ Mode = Literal["keyword", "semantic", "hybrid"]
 SearchSort = Literal["relevance", "strength"]
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
-# Hybrid fusion, chosen on bench/quality.py (README, "Search quality"): see FUSION_NOTES.
+# Hybrid fuses the semantic ranking with the STRICT keyword tier only, by reciprocal
+# rank fusion (k=60, equal weights). On bench/quality.py (60 questions, minilm-l6) the
+# relaxed tier's facts, which share one word of a question, pushed the answers down:
+# recall@5 0.775 with them, 0.950 without (semantic alone 0.875); k (10-60) and the
+# weights (0.7-2x) barely moved the strict-only figures, score-based fusion did no better.
 RRF_K = 60
-KEYWORD_WEIGHT = 1.0  # a fact holding every content word
-RELAXED_WEIGHT = 1.0  # a fact holding some of them
-SEMANTIC_WEIGHT = 1.0
 # Each half of a hybrid search ranks this deep, so that a fact in the middle of both
 # lists can still reach the page.
 HYBRID_DEPTH = 50
 HYBRID_DEPTH_FACTOR = 2
-FUSION_NOTES = "reciprocal rank fusion, k=60, equal weights"
 # Exact re-scoring looks at least this many visible candidates: enough that the
 # binary coarse ranking keeps recall@10 above 0.95 (bench/search_bench.py).
 MIN_RESCORED = 400
@@ -141,9 +141,12 @@ class KeywordHit:
     all_words: bool  # holds every content word of the query (the strict tier)
 
 
-def keyword_ranking(conn: Connection, filters: list[Any], q: str, want: int) -> list[KeywordHit]:
-    """Up to `want` visible facts, best first: those holding every content word, then,
-    when fewer than `want` visible facts hold them all, those holding any of them.
+def keyword_ranking(
+    conn: Connection, filters: list[Any], q: str, want: int, *, relax: bool = True
+) -> list[KeywordHit]:
+    """Up to `want` visible facts, best first: those holding every content word, then
+    (with `relax`), when fewer than `want` visible facts hold them all, those holding
+    any of them.
 
     Stop words never decide a match. Which words are asked for, and whether the
     relaxed tier runs, depend on the query and on facts the reader can see only:
@@ -159,7 +162,7 @@ def keyword_ranking(conn: Connection, filters: list[Any], q: str, want: int) -> 
     # A query of stop words alone ("to be or not to be") must hold all of them.
     strict = _fts_ranked(conn, filters, " ".join(content or chunks), want)
     hits = [KeywordHit(fid, True) for fid, _ in strict]
-    if len(hits) >= want or len(content) < 2:
+    if not relax or len(hits) >= want or len(content) < 2:
         return hits
     # Every strict match is also a relaxed one: ask for that many more.
     seen = {hit.fact_id for hit in hits}
@@ -294,15 +297,13 @@ def fuse(
 ) -> list[tuple[int, float]]:
     """Reciprocal rank fusion of the two halves, best first, `limit` of them.
 
-    Positions only, so the fused score of a result depends on the facts the reader
-    can see (and on the query), nothing else. Weights and k: see FUSION_NOTES.
+    Positions only, so the fused score of a result depends on the query and the
+    facts the reader can see, nothing else.
     """
     fused: dict[int, float] = {}
-    for position, hit in enumerate(keyword, start=1):
-        weight = KEYWORD_WEIGHT if hit.all_words else RELAXED_WEIGHT
-        fused[hit.fact_id] = weight / (RRF_K + position)
-    for position, (fid, _) in enumerate(semantic, start=1):
-        fused[fid] = fused.get(fid, 0.0) + SEMANTIC_WEIGHT / (RRF_K + position)
+    for ranking in ([hit.fact_id for hit in keyword], [fid for fid, _ in semantic]):
+        for position, fid in enumerate(ranking, start=1):
+            fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + position)
     return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
 
 
@@ -328,7 +329,7 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
-    keyword = keyword_ranking(conn, filters, query.q, depth)
+    keyword = keyword_ranking(conn, filters, query.q, depth, relax=False)
     order = fuse(keyword, semantic, limit)
     page = {fid for fid, _ in order}
     for position, hit in enumerate(keyword, start=1):
