@@ -25,8 +25,9 @@ def run(module: str) -> str:
 
 def test_the_profile_prints_every_stage_for_every_mode() -> None:
     out = run("bench.search_profile")
-    assert "| stage (p50 ms)   |  keyword | semantic |   hybrid |" in out
-    for stage in ("embed", "rank keyword", "rank semantic", "fuse", "hydrate", "recall writes"):
+    assert "| stage (p50 ms)           |  keyword | semantic |   hybrid |" in out
+    stages = ("embed", "rank keyword", "rank semantic", "fuse", "hydrate", "recall writes")
+    for stage in (*stages, "total, query seen before"):
         row = next(line for line in out.splitlines() if line.startswith(f"| {stage} "))
         assert len([float(cell) for cell in row.split("|")[2:-1]]) == 3
 
