@@ -153,7 +153,7 @@ def keyword_ranking(
     no document frequency or other whole-memory count chooses anything here. The
     ORDER within a tier is FTS5's bm25, whose statistics (document frequencies,
     average length) cover the whole table: that residual channel is documented
-    in the README's security section. Callers get positions, never bm25 values.
+    in the README ("Search"). Callers get positions, never bm25 values.
     """
     chunks = fts_chunks(q)
     if not chunks:
