@@ -41,7 +41,7 @@ SET = Path(__file__).parent / "quality_set.json"
 MODEL, WIDTH = "minilm-l6", 384
 MODES = ("keyword", "semantic", "hybrid")
 KINDS = ("paraphrase", "exact", "multi")
-DEPTH = 50  # how deep each half ranks for --explore (the service's hybrid depth)
+DEPTH = 20  # how deep each half ranks for --explore (the service's hybrid depth)
 
 
 def load_set(smoke: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
