@@ -28,6 +28,7 @@ from app.auth.tokens import TokenVerifier
 from app.runtime import Runtime, open_runtime
 from app.services.embed_worker import start_worker
 from app.settings import Settings
+from app.usecases.memory import Memory
 
 DESCRIPTION = (
     "A memory of small facts for AI agents: store one fact at a time, find it again "
@@ -53,6 +54,7 @@ def create_app(
         worker = None
         try:
             app.state.runtime = rt
+            app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
@@ -71,7 +73,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.clock = clock
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from app.db.engine import read_transaction, write_transaction
 from app.dirs import Dirs
 from app.embeddings.loader import load_embedder
 from app.runtime import open_runtime
@@ -36,6 +35,7 @@ from app.services import facts as fact_service
 from app.services import search as search_service
 from app.services.facts import NewFact
 from app.settings import Settings
+from app.usecases.memory import Memory
 
 SET = Path(__file__).parent / "quality_set.json"
 MODEL, WIDTH = "minilm-l6", 384
@@ -64,12 +64,9 @@ def build(home: Path, embedder: Any, facts: list[dict[str, Any]]) -> tuple[Any, 
     rt = open_runtime(settings)
     rt.embedder = embedder
     vectors = embedding_service.embed_for_store(embedder, [f["content"] for f in facts])
-    with write_transaction(rt.engine) as conn:
+    with Memory(rt).transaction(write=True) as (conn, ctx):
         stored = fact_service.store_facts(
-            conn,
-            rt.context(conn, "default"),
-            [NewFact(f["path"], f["content"]) for f in facts],
-            vectors=vectors,
+            conn, ctx, [NewFact(f["path"], f["content"]) for f in facts], vectors=vectors
         )
     return rt, {s["id"]: f["id"] for s, f in zip(stored, facts, strict=True)}
 
@@ -84,8 +81,8 @@ def searched(rt: Any, q: str, mode: str, limit: int = 10) -> search_service.Rank
     query = search_service.prepare(
         q=q, embedder=rt.embedder, mode=mode, limit=limit, cache=rt.query_cache
     )
-    with read_transaction(rt.engine) as conn:
-        return search_service.rank(conn, rt.context(conn, "default"), query, rt.vector_index)
+    with Memory(rt).transaction() as (conn, ctx):
+        return search_service.rank(conn, ctx, query, rt.vector_index)
 
 
 def table(rows: dict[str, dict[str, list[tuple[float, float]]]], title: str) -> None:

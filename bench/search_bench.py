@@ -24,21 +24,20 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from app.db.engine import read_transaction, write_transaction
+from app.db.engine import read_transaction
 from app.dirs import Dirs
 from app.embeddings.loader import load_embedder
 from app.runtime import open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
-from app.services import search as search_service
 from app.services.facts import NewFact
 from app.services.search import MIN_RESCORED
 from app.settings import Settings
+from app.usecases.memory import Memory, SearchRequest
 from bench.corpus import sentences
 
 OUT = Path(__file__).parent / "out"
@@ -103,7 +102,7 @@ def build(home: Path, texts: list[str], vectors: np.ndarray):
         dirs=Dirs(home, home, home), embedding={"model": "none", "width": WIDTH, "download": False}
     )
     rt = open_runtime(settings)
-    batch = 2000
+    batch = 1000  # the service's batch limit
     for start in range(0, len(texts), batch):
         items, blobs = [], []
         for k in range(start, min(start + batch, len(texts))):
@@ -113,13 +112,11 @@ def build(home: Path, texts: list[str], vectors: np.ndarray):
                 tags["secret"] = "yes"
             items.append(NewFact(f"/d{d}/s{s}", texts[k], tags))
             blobs.append(vectors[k].astype("<f4").tobytes())
-        with write_transaction(rt.engine) as conn:
-            ctx = rt.context(conn, "default")
+        with Memory(rt).transaction("default", write=True) as (conn, ctx):
             fact_service.store_facts(conn, ctx, items, vectors=blobs)
     from app.services import policies as policy_service
 
-    with write_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "default")
+    with Memory(rt).transaction("default", write=True) as (conn, ctx):
         for line in policies():
             policy_service.add_policy(conn, ctx, line)
     return rt
@@ -131,8 +128,7 @@ def visible_matrix(rt) -> tuple[np.ndarray, np.ndarray]:
     from app.db.tables import facts
     from app.services.visibility import visible_current
 
-    with read_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "agent")
+    with Memory(rt).transaction("agent", write=True) as (conn, ctx):
         rows = conn.execute(
             select(facts.c.id, facts.c.embedding).where(
                 visible_current(ctx), facts.c.embedding.is_not(None)
@@ -150,6 +146,7 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
         rt = build(Path(tmp), texts, vectors)
         build_s = time.perf_counter() - started
         rt.embedder = embedder
+        memory = Memory(rt)
         row: dict[str, object] = {"facts": size, "build_s": build_s}
         ids, matrix = visible_matrix(rt)
         row["visible"] = len(ids)
@@ -158,13 +155,10 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
             rt.vector_index.refresh(conn)
 
         def timed(mode: str, q: str) -> tuple[float, dict]:
-            with write_transaction(rt.engine) as conn:
-                ctx = replace(rt.context(conn, "agent"), embedder=embedder)
-                t0 = time.perf_counter()
-                found = search_service.search(
-                    conn, ctx, q=q, index=rt.vector_index, mode=mode, limit=10, peek=True
-                )
-                return time.perf_counter() - t0, found
+            request = SearchRequest(q=q, mode=mode, limit=10, peek=True)  # type: ignore[arg-type]
+            t0 = time.perf_counter()
+            found = memory.search("agent", request)
+            return time.perf_counter() - t0, found
 
         semantic_results = []
         for mode in ("keyword", "semantic", "hybrid"):
@@ -190,8 +184,7 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
         for q in queries[:50]:
             t0 = time.perf_counter()
             vector = embedding_service.embed_for_store(embedder, [q])
-            with write_transaction(rt.engine) as conn:
-                ctx = rt.context(conn, "default")
+            with Memory(rt).transaction("default", write=True) as (conn, ctx):
                 fact_service.store_fact(conn, ctx, NewFact("/bench/store", q), vector=vector[0])
             latencies.append(time.perf_counter() - t0)
         row["store"] = ms(latencies)
@@ -202,8 +195,7 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
         for start in range(0, len(batch_texts), 100):
             chunk = batch_texts[start : start + 100]
             blobs = embedding_service.embed_for_store(embedder, chunk)
-            with write_transaction(rt.engine) as conn:
-                ctx = rt.context(conn, "default")
+            with Memory(rt).transaction("default", write=True) as (conn, ctx):
                 fact_service.store_facts(
                     conn, ctx, [NewFact("/bench/ingest", t) for t in chunk], vectors=blobs
                 )

@@ -58,6 +58,11 @@ class NewFact:
     supersedes_id: int | None = None
 
 
+@dataclass(frozen=True)
+class CheckedFact(NewFact):
+    """A NewFact that validate_new_facts folded and checked: storing it checks nothing twice."""
+
+
 def _time(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value is not None else None
 
@@ -243,8 +248,10 @@ def _existing_resource(conn: Connection, fact_id: int) -> Resource:
     return Resource(path, {k: v for k, v in tags})
 
 
-def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
-    return NewFact(
+def _checked_fact(item: NewFact, limits: LimitsSettings) -> CheckedFact:
+    if isinstance(item, CheckedFact):
+        return item
+    return CheckedFact(
         path=fold_path(item.path),
         content=check_content(item.content, limits.content_chars),
         tags=check_tags(item.tags, limits.tags_per_fact),
@@ -254,9 +261,9 @@ def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
 
 def validate_new_facts(
     items: Sequence[NewFact], limits: LimitsSettings, *, error_prefix: Sequence[Any] = ()
-) -> list[NewFact]:
-    """Fold and check facts before anything is written (the API also runs it before
-    embedding, so bad input costs no model time)."""
+) -> list[CheckedFact]:
+    """Fold and check facts before anything is written (the use case runs it before
+    embedding, so bad input costs no model time). Checked facts pass through as they are."""
     if len(items) > limits.batch_facts:
         message = f"a batch holds at most {limits.batch_facts} facts, not {len(items)}"
         raise InvalidInput(message, errors=[{"loc": list(error_prefix), "msg": message}])
@@ -285,7 +292,8 @@ def store_facts(
 ) -> list[dict[str, Any]]:
     """Store facts all or nothing; `vectors[i]` is the embedding of item i, or None.
 
-    The memory writes the owner column and the owner tag from the subject; a store
+    Items that are not yet CheckedFacts are validated here. The memory writes the
+    owner column and the owner tag from the subject; a store
     that carries an owner tag was refused by validation before anything was written.
     """
     checked = validate_new_facts(items, ctx.limits, error_prefix=error_prefix)
@@ -412,12 +420,14 @@ def list_facts(
     ctx: Context,
     *,
     under: str | None = None,
+    at: str | None = None,
     tags: Sequence[str] | None = None,
     sort: Sort = "created",
     limit: int = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:
-    """Browse current facts (not a recall): newest first, or strongest first."""
+    """Browse current facts (not a recall): newest first, or strongest first; of the
+    subtree `under`, or of the one node `at` (not below it)."""
     check_limit(limit)
     position = _decode_cursor(cursor, sort) if cursor else None
     # A strength listing keeps the clock of its first page, so pages never overlap.
@@ -426,6 +436,9 @@ def list_facts(
     scope = subtree_filter(under)
     if scope is not None:
         query = query.where(scope)
+    if at is not None:
+        node = select(paths.c.id).where(paths.c.path == fold_path(at, field="at"))
+        query = query.where(facts.c.path_id == node.scalar_subquery())
     if sort == "strength":
         decay = decay_sql(now)
         query = query.add_columns(decay.label("key")).order_by(decay, facts.c.id)

@@ -364,33 +364,3 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     if ranking.sort == "strength":
         results.sort(key=lambda r: (-r["fact"]["strength"], r["fact"]["id"]))
     return {"mode": ranking.mode, "results": results}
-
-
-def search(
-    conn: Connection,
-    ctx: Context,
-    *,
-    q: str,
-    index: VectorIndex | None = None,
-    mode: Mode | None = None,
-    under: str | None = None,
-    tags: Sequence[str] | None = None,
-    min_strength: float | None = None,
-    limit: int = 10,
-    peek: bool = False,
-    sort: SearchSort = "relevance",
-) -> dict[str, Any]:
-    """Prepare, rank and deliver in one transaction (the CLI's way; the API splits them)."""
-    query = prepare(
-        q=q,
-        embedder=ctx.embedder if index is not None else None,
-        model_problem=ctx.model_problem,
-        mode=mode,
-        limit=limit,
-        under=under,
-        tags=tags,
-        min_strength=min_strength,
-        sort=sort,
-    )
-    ranking = rank(conn, ctx, query, index or VectorIndex())
-    return deliver(conn, ctx, ranking, peek=peek)

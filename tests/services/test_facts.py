@@ -14,6 +14,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services.context import Context
 from app.services.facts import NewFact
+from app.usecases.memory import Memory
 
 
 def count(conn, table) -> int:
@@ -211,9 +212,7 @@ def test_two_concurrent_recalls_both_count(actor, rt) -> None:
     def recall() -> None:
         try:
             barrier.wait()
-            with write_transaction(rt.engine) as conn:
-                ctx = rt.context(conn, "default")
-                fact_service.recall_fact(conn, ctx, fact_id)
+            Memory(rt).recall("default", fact_id)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -284,7 +283,6 @@ def test_content_limits(actor) -> None:
 
 
 def test_context_is_plain_data(rt) -> None:
-    with write_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "default")
-    assert isinstance(ctx, Context)
+    with Memory(rt).transaction("default") as (_conn, ctx):
+        assert isinstance(ctx, Context)
     assert ctx.access.is_admin

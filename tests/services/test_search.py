@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from app.db.engine import write_transaction
@@ -11,8 +9,8 @@ from app.embeddings.fake import FakeEmbedder
 from app.errors import InvalidInput, Unavailable
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
-from app.services import search as search_service
 from app.services.facts import NewFact
+from app.usecases.memory import SearchRequest
 from tests.conftest import TEST_WIDTH
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -31,11 +29,9 @@ def store(actor_, items, embedder=None):
 
 
 def find(actor_, q, rt=None, **options):
-    with actor_.tx() as (conn, ctx):
-        if rt is not None and rt.embedder is not None:
-            ctx = replace(ctx, embedder=rt.embedder)
-        index = rt.vector_index if rt is not None else None
-        return search_service.search(conn, ctx, q=q, index=index, **options)
+    """Search as the actor through the use case (the model is the runtime's, if any)."""
+    options["tags"] = tuple(options.get("tags") or ())
+    return actor_.memory.search(actor_.subject, SearchRequest(q=q, **options))
 
 
 def test_a_rare_exact_token_finds_its_fact_by_keyword(actor) -> None:
@@ -85,7 +81,8 @@ def test_semantic_without_a_model_is_unavailable(actor) -> None:
 def test_default_mode_is_hybrid_with_a_model_else_keyword(actor, rt, model) -> None:
     me = actor()
     store(me, [NewFact("/m", "blue whales sing")], model)
-    assert find(me, "whales", rt=rt)["mode"] == "hybrid"
+    assert find(me, "whales")["mode"] == "hybrid"
+    rt.embedder = None
     assert find(me, "whales")["mode"] == "keyword"
 
 

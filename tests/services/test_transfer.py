@@ -24,6 +24,7 @@ from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services import transfer
 from app.services.facts import NewFact
+from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH, FakeClock, make_settings
 
 
@@ -33,7 +34,7 @@ def vector(seed: int) -> bytes:
 
 def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
     out = io.StringIO()
-    with rt.reading() as (conn, ctx):
+    with Memory(rt).transaction() as (conn, ctx):
         transfer.write_records(
             transfer.export_memory(conn, ctx, with_embeddings=with_embeddings), out
         )
@@ -42,12 +43,12 @@ def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
 
 def import_lines(rt: Runtime, lines: list[str]) -> transfer.ImportReport:
     data = transfer.read_export(lines, rt.settings.limits)
-    with rt.writing() as (conn, ctx):
+    with Memory(rt).transaction(write=True) as (conn, ctx):
         return transfer.import_memory(conn, ctx, data)
 
 
 def count_facts(rt: Runtime) -> int:
-    with rt.reading() as (conn, _ctx):
+    with Memory(rt).transaction() as (conn, _ctx):
         return conn.execute(select(func.count()).select_from(facts)).scalar_one()
 
 
@@ -126,7 +127,7 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
     }
 
     # The restored memory works: keyword index, vectors, history, effective tags.
-    with other.reading() as (conn, ctx):
+    with Memory(other).transaction() as (conn, ctx):
         hits = conn.exec_driver_sql(
             "SELECT rowid FROM facts_fts WHERE facts_fts MATCH 'grey'"
         ).all()
@@ -166,7 +167,7 @@ def test_vectors_of_another_width_are_left_for_reindex(rich: Runtime, other: Run
     assert report.facts_waiting_for_embedding == sum(
         1 for r in records if r["type"] == "fact" and r["deleted_at"] is None
     )
-    with other.reading() as (conn, _ctx):
+    with Memory(other).transaction() as (conn, _ctx):
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 0
 
 
@@ -186,7 +187,7 @@ def test_importing_twice_changes_nothing_the_second_time(rich: Runtime, other: R
 def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     rich: Runtime, other: Runtime, clock: FakeClock
 ) -> None:
-    with other.writing() as (conn, ctx):
+    with Memory(other).transaction(write=True) as (conn, ctx):
         ctx = replace(ctx, clock=clock)
         own = fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
         path_service.set_path_tags(conn, ctx, "/team", {"visibility": "private"})
@@ -198,7 +199,7 @@ def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     assert report.facts_skipped == seed and report.facts_added == len(file_facts) - seed
     assert report.path_tags_kept == 1  # /team keeps visibility=private: existing wins
 
-    with other.reading() as (conn, ctx):
+    with Memory(other).transaction() as (conn, ctx):
         ids = dict(conn.execute(select(facts.c.content, facts.c.id)).all())
         imported = {f["content"] for f in file_facts[seed:]}
         assert all(ids[c] > own["id"] for c in imported)  # appended after what was there
@@ -297,7 +298,7 @@ def test_a_restore_that_would_drop_the_admin_role_is_refused(rich: Runtime, othe
     lines[-1] = json.dumps({**ends, "policies": ends["policies"] - 1})
     with pytest.raises(InvalidInput, match="without the 'admin' role"):
         import_lines(other, lines)
-    with other.reading() as (conn, _ctx):
+    with Memory(other).transaction() as (conn, _ctx):
         assert transfer.is_fresh(conn)
 
 
