@@ -43,3 +43,10 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
+    pending_embeddings: int | None = Field(
+        default=None,
+        description=(
+            "Facts waiting for an embedding (semantic search cannot find them yet); "
+            "a server with a model embeds them in the background"
+        ),
+    )

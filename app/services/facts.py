@@ -73,25 +73,30 @@ def _time(value: float | None) -> datetime | None:
 # --- reading -----------------------------------------------------------------
 
 
-def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
-    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
-    links: list[dict[str, Any]] = []
-    seen: set[str] = set()
+def _link_paths(content: str) -> list[str]:
+    """The folded paths of [[/path]] links, first occurrence first; not-paths skipped."""
+    out: list[str] = []
     for raw in LINK.findall(content):
         try:
             path = fold_path(raw)
         except InvalidInput:
             continue  # not a path: the text stays as written, there is no link
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            path_service.describe_path(conn, ctx, path)
-            exists = True
-        except NotFound:
-            exists = False
-        links.append({"path": path, "exists": exists})
-    return links
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
+    return links_of(conn, ctx, [content])[0]
+
+
+def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """parse_links for a page of facts at once: one visibility check for all their links."""
+    per_fact = [_link_paths(content) for content in contents]
+    wanted = {path for links in per_fact for path in links}
+    visible = path_service.visible_nodes(conn, ctx, wanted) if wanted else {}
+    return [[{"path": p, "exists": p in visible} for p in links] for links in per_fact]
 
 
 def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -150,6 +155,9 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         if older_ids
         else set()
     )
+    links = dict(
+        zip(rows, links_of(conn, ctx, [row.content for row in rows.values()]), strict=True)
+    )
     out = []
     for fid in ids:
         row = rows.get(fid)
@@ -164,7 +172,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
                 "owner": row.owner,
                 "tags": dict(sorted(own[fid].items())),
                 "effective_tags": dict(sorted(effective[fid].items())),
-                "links": parse_links(conn, ctx, row.content),
+                "links": links[fid],
                 "supersedes_id": (
                     row.supersedes_id if row.supersedes_id in readable_older else None
                 ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, insert, select
@@ -85,22 +86,35 @@ def _node_fact_count(conn: Connection, ctx: Context, path_id: int) -> int:
 
 
 def _visible_node(conn: Connection, ctx: Context, path: str) -> int:
-    """The node's id if the subject may see it, else NotFound (as if it did not exist).
+    """The node's id if the subject may see it, else NotFound (as if it did not exist)."""
+    node = visible_nodes(conn, ctx, [path]).get(path)
+    if node is None:
+        raise NotFound(f"path {path} not found")
+    return node
+
+
+def visible_nodes(conn: Connection, ctx: Context, wanted: Iterable[str]) -> dict[str, int]:
+    """The nodes among `wanted` (folded paths) that the subject may see, by path.
 
     A node is visible when its subtree holds a fact the subject may read, or the
     subject may write or tag there; otherwise its very name could leak (think
     /secrets/...).
+    One query for any number of paths (a page of facts' links), plus an enforcer
+    check for each node with no visible fact beneath.
     """
-    node = find_path_id(conn, path)
-    if node is None:
-        raise NotFound(f"path {path} not found")
-    if node == ROOT_PATH_ID:
-        return node
-    if _subtree_fact_count(conn, ctx, [node]).get(node, 0) > 0:
-        return node
-    if _may_change(ctx, path_resource(conn, path)):
-        return node
-    raise NotFound(f"path {path} not found")
+    found = dict(
+        conn.execute(
+            select(paths.c.path, paths.c.id).where(paths.c.path.in_(sorted(set(wanted))))
+        ).all()
+    )
+    with_facts = _subtree_fact_count(conn, ctx, [i for i in found.values() if i != ROOT_PATH_ID])
+    return {
+        path: node
+        for path, node in found.items()
+        if node == ROOT_PATH_ID
+        or with_facts.get(node, 0) > 0
+        or _may_change(ctx, path_resource(conn, path))
+    }
 
 
 def _may_change(ctx: Context, node: Resource) -> bool:

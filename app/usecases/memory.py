@@ -206,6 +206,7 @@ class Memory:
             tags=request.tags,
             min_strength=request.min_strength,
             sort=request.sort,
+            cache=rt.query_cache,
         )
         with self.transaction(subject) as (conn, ctx):
             ranking = search_service.rank(conn, ctx, query, rt.vector_index)
