@@ -215,3 +215,21 @@ async def test_a_successor_bob_cannot_read_does_not_show(mcp: Mcp, two_subjects:
         listed = await ok(bob, "list_facts", under="/memory", limit=100)
         assert 1 not in [f["id"] for f in listed["facts"]]
         assert "private correction" not in json.dumps(listed)
+
+
+async def test_a_token_named_like_a_role_is_refused_at_the_door(
+    mcp: Mcp, add_policy: Callable[..., None]
+) -> None:
+    """Subjects and roles are separate namespaces: MCP asks the same use case as REST,
+    so a token whose subject is a role's name is a 401 with a challenge, never an agent."""
+    add_policy("g, alice, team")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for role in ("admin", "everyone", "team"):
+        async with mcp.http(mcp.auth(role)) as http:
+            over_mcp = await http.post("/mcp", json=body)
+            over_rest = await http.get("/v1/whoami")
+        assert over_mcp.status_code == over_rest.status_code == 401, role
+        assert 'error="invalid_token"' in over_mcp.headers["www-authenticate"]
+        assert over_mcp.json()["detail"] == over_rest.json()["detail"]
+    async with mcp.connect("alice") as alice:
+        assert (await ok(alice, "whoami"))["roles"] == ["everyone", "team"]
