@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.problems import problem_response
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
-from app.errors import EmbornalError, Unauthorized
+from app.errors import Unauthorized
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -59,8 +59,9 @@ class JwtVerifier:
 
         try:
             subject = await anyio.to_thread.run_sync(check)
-        except EmbornalError:
+        except Unauthorized:
             return None  # the reason is in the verifier's log, as for REST
+        # Anything else (the database down) is the server's failure, answered as REST's 500.
         return AccessToken(token=token, client_id=subject, scopes=[], subject=subject)
 
 
