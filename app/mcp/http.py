@@ -31,7 +31,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
-from app.api.problems import problem_response
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
 from app.errors import Unauthorized
 
@@ -89,8 +88,18 @@ class _RequireBearer:
         if "authorization" in request.headers:
             # RFC 6750: an error code only when a token was sent; which check failed stays unsaid.
             challenge += ', error="invalid_token"'
-        response = problem_response(
-            401, UNAUTHORIZED_MESSAGE, headers={"WWW-Authenticate": challenge}
+        # The problem REST gives for the same refusal (app.api.problems, a sibling front end).
+        problem = {
+            "type": Unauthorized.type,
+            "title": Unauthorized.title,
+            "status": 401,
+            "detail": UNAUTHORIZED_MESSAGE,
+        }
+        response = JSONResponse(
+            problem,
+            status_code=401,
+            headers={"WWW-Authenticate": challenge},
+            media_type="application/problem+json",
         )
         await response(scope, receive, send)
 

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.schemas.facts import MAX_ID, MAX_PATH_CHARS, Fact
 from app.schemas.paths import PathOut
 from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode
-from app.services.facts import MAX_LIMIT
 
 FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
 
@@ -102,7 +101,7 @@ class BrowseIn(ToolInput):
     sort: Literal["created", "strength"] = Field(
         default="created", description="The node's facts newest first, or strongest first"
     )
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
+    limit: int = Field(default=20, ge=1, le=MAX_RESULTS, description="At most this many facts")
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )
@@ -118,7 +117,7 @@ class ListIn(ToolInput):
     sort: Literal["created", "strength"] = Field(
         default="created", description="Newest first, or strongest first"
     )
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
+    limit: int = Field(default=20, ge=1, le=MAX_RESULTS, description="At most this many facts")
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )

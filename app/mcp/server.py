@@ -32,15 +32,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from app import __version__
-from app.api.observability import request_id_var
 from app.errors import EmbornalError, InvalidInput, Unavailable, field_name, invalid_detail
 from app.mcp import schemas as s
 from app.schemas.facts import Fact, FactList
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut
 from app.schemas.search import SearchOut
-from app.services.facts import NewFact
-from app.usecases.memory import Memory, SearchRequest
+from app.usecases.memory import Memory, NewFact, SearchRequest
 
 log = logging.getLogger("embornal.mcp")
 
@@ -318,7 +316,6 @@ def build_server(
         if spec is None:
             # A protocol error, as the MCP spec has it: no tool ran.
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}")
-        _tag_request(ctx)
         started = time.perf_counter()
         outcome = "error"
         try:
@@ -347,11 +344,14 @@ def build_server(
             metrics.calls.labels(spec.name, outcome).inc()
             metrics.latency.labels(spec.name).observe(elapsed)
             # The tool and how it went; never its arguments (content, queries) or the token.
+            # Over HTTP the line carries the request's id (the logging filter reads it); the
+            # JSON-RPC id names the call over stdio too, where there is no HTTP request.
             log.info(
-                "mcp tool %s %s %.1fms",
+                "mcp tool %s %s %.1fms (call %s)",
                 spec.name,
                 outcome,
                 elapsed * 1000,
+                ctx.request_id,
                 extra={
                     "tool": spec.name,
                     "outcome": outcome,
@@ -473,9 +473,3 @@ def _guide_markdown(facts: list[Mapping[str, Any]]) -> str:
     lines = ["# This memory", ""]
     lines += [f"- {fact['content']} (#{fact['id']}, {fact['path']})" for fact in facts]
     return "\n".join(lines) + "\n"
-
-
-def _tag_request(ctx: ServerRequestContext[Any]) -> None:
-    """Over stdio no HTTP request names the call: log lines carry the JSON-RPC id instead."""
-    if request_id_var.get() == "-" and ctx.request_id is not None:
-        request_id_var.set(f"mcp-{ctx.request_id}")

@@ -11,8 +11,7 @@ from __future__ import annotations
 from mcp.server.stdio import stdio_server
 
 from app.mcp.server import ToolMetrics, build_server
-from app.runtime import LOCAL_SUBJECT
-from app.usecases.memory import Memory
+from app.usecases.memory import LOCAL_SUBJECT, Memory
 
 
 async def serve_stdio(memory: Memory) -> None:
