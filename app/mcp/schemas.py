@@ -142,10 +142,6 @@ class NoInput(ToolInput):
     pass
 
 
-class FactsOut(BaseModel):
-    facts: list[Fact]
-
-
 class DeletedOut(BaseModel):
     deleted_id: int = Field(description="The fact now deleted: it drops out of everything")
 

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from app import __version__
 from app.errors import EmbornalError, InvalidInput, Unavailable, field_name, invalid_detail
 from app.mcp import schemas as s
-from app.schemas.facts import Fact, FactList
+from app.schemas.facts import Fact, FactList, FactsOut
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut
 from app.schemas.search import SearchOut
@@ -185,7 +185,7 @@ TOOLS: dict[str, ToolSpec] = {
             "The chain of versions a fact belongs to (each superseding the one before), "
             "oldest first: what the memory believed, and when it changed.",
             s.FactIdIn,
-            s.FactsOut,
+            FactsOut,
             _history,
             read_only=True,
         ),
@@ -375,7 +375,8 @@ def build_server(
             ),
             _path_resource("/"),
         ]
-        resources += [_path_resource(child["path"]) for child in root["children"]]
+        children = serialize(PathOut, root)["children"]
+        resources += [_path_resource(child["path"]) for child in children]
         return types.ListResourcesResult(resources=resources)
 
     async def list_templates(
@@ -404,7 +405,8 @@ def build_server(
                 listing = await anyio.to_thread.run_sync(
                     lambda: memory.list_facts(who, under="/memory", limit=100)
                 )
-                text, mime = _guide_markdown(listing["facts"]), "text/markdown"
+                text = _guide_markdown(serialize(FactList, listing)["facts"])
+                mime = "text/markdown"
             elif uri.startswith(PATH_URI):
                 path = "/" + unquote(uri.removeprefix(PATH_URI)).lstrip("/")
                 node = await anyio.to_thread.run_sync(lambda: memory.browse(who, path))
