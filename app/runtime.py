@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
+from app.services import vector_index
 from app.services.context import Context
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
@@ -63,6 +64,16 @@ class Runtime:
         with read_transaction(self.engine) as conn:
             migrate.check_width(conn, self.settings.embedding.width, model_width)
 
+    def load_vector_index(self) -> None:
+        """Read every code from facts_vec into the in-memory index (readiness waits
+        for this): one sequential read, ~1 s at a million facts (bench/search_bench.py)."""
+        try:
+            with read_transaction(self.engine) as conn:
+                self.vector_index.refresh(conn)
+        except Exception:
+            # Readiness stays false and says so; each search tries the load again.
+            log.exception("the vector index failed to load")
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -88,6 +99,9 @@ def open_runtime(
     """
     engine = open_engine(settings)
     migrate.upgrade(engine, settings.embedding.width)
+    with write_transaction(engine) as conn:
+        # A memory that outgrew its index cells gets new ones (once per 4x growth).
+        vector_index.repartition_if_stale(conn)
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
     if load_model:
         from app.services.embedding import attach_model

@@ -40,3 +40,4 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
+    index: Check = Field(description="The vector index: loaded into memory, and its size")

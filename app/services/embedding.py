@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 
 from app.db.engine import read_transaction, write_transaction
-from app.db.tables import facts, meta, vector_log
+from app.db.tables import facts, meta
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.loader import load_embedder
+from app.services import vector_index
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -78,21 +79,11 @@ def pending_count(conn: Connection) -> int:
 
 
 def rebuild_vectors(conn: Connection, width: int) -> None:
-    """Move the memory to a model of another width, on purpose: recreate facts_vec at
-    `width`, record it in meta, and queue every fact for embedding again."""
-    conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
-    conn.exec_driver_sql(
-        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
-        f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
-    )
+    """Move the memory to a model of another width, on purpose: forget every code and
+    the cells, record `width` in meta, and queue every fact for embedding again."""
     conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
     conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
-    conn.execute(
-        update(meta)
-        .where(meta.c.key == "vector_generation")
-        .values(value=cast(cast(meta.c.value, Integer) + 1, String))
-    )
-    conn.execute(delete(vector_log))
+    vector_index.clear_codes(conn)
 
 
 def reindex(
@@ -104,7 +95,7 @@ def reindex(
 ) -> int:
     """Embed the pending queue in batches, each committed on its own, so an
     interrupted run keeps what it did and the next run goes on from there."""
-    from app.services.facts import write_vector
+    from app.services.facts import write_vectors
 
     with read_transaction(engine) as conn:
         total = pending_count(conn)
@@ -119,17 +110,25 @@ def reindex(
                 .limit(batch_size)
             ).all()
         if not rows:
-            return done
+            break
         vectors = embedder.embed_documents([row.content for row in rows])
         with write_transaction(engine) as conn:
-            for row, vector in zip(rows, vectors, strict=True):
-                # Only a fact still waiting: another writer may have filled it meanwhile.
-                still = conn.execute(
-                    select(facts.c.id).where(facts.c.id == row.id, facts.c.embedding.is_(None))
-                ).scalar()
-                if still is not None:
-                    write_vector(conn, row.id, to_blob(vector))
+            # Only facts still waiting: another writer may have filled some meanwhile.
+            still = set(
+                conn.execute(
+                    select(facts.c.id).where(
+                        facts.c.id.in_([row.id for row in rows]), facts.c.embedding.is_(None)
+                    )
+                ).scalars()
+            )
+            filled = [(row.id, to_blob(v)) for row, v in zip(rows, vectors, strict=True)]
+            filled = [(fid, blob) for fid, blob in filled if fid in still]
+            write_vectors(conn, [fid for fid, _ in filled], [blob for _, blob in filled])
         done += len(rows)
         after = rows[-1].id
         if on_batch is not None:
             on_batch(done, total)
+    # The memory may have outgrown its cells (a first reindex of a large import).
+    with write_transaction(engine) as conn:
+        vector_index.repartition_if_stale(conn)
+    return done

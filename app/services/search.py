@@ -25,7 +25,7 @@ from app.errors import InvalidInput, Unavailable
 from app.services import facts as fact_service
 from app.services.context import Context
 from app.services.strength import decay_sql
-from app.services.vector_index import VectorIndex
+from app.services.vector_index import POOL, VectorIndex, hamming_order
 from app.services.visibility import visible_current
 
 Mode = Literal["keyword", "semantic", "hybrid"]
@@ -33,7 +33,7 @@ SearchSort = Literal["relevance", "strength"]
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
 RRF_K = 60
-# Exact re-scoring looks at least this many visible candidates: enough that the
+# Exact scoring looks at least at this many visible candidates: enough that the
 # binary coarse ranking keeps recall@10 above 0.95 (bench/search_bench.py).
 MIN_RESCORED = 400
 # A word in more than this share of facts is left out of the relaxed (OR) query.
@@ -87,8 +87,6 @@ STOPWORDS = frozenset(
         "you",
     ]
 )
-# The best EXACT_RERANK x limit int8-scored candidates are re-scored in float32.
-EXACT_RERANK = 3
 _TERM = re.compile(r"\w", re.UNICODE)
 
 
@@ -199,11 +197,10 @@ def _exact(
         rows = conn.execute(select(facts.c.id, facts.c.embedding).where(*with_vector)).all()
     else:
         rows = _visible_among(conn, with_vector, ids, [facts.c.embedding])
+    rows = [r for r in rows if len(r.embedding) == 4 * query.shape[0]]
     if not rows:
         return []
-    matrix = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
-    if matrix.shape[1] != query.shape[0]:
-        return []
+    matrix = np.frombuffer(b"".join(r.embedding for r in rows), dtype="<f4").reshape(len(rows), -1)
     distances = 1.0 - matrix @ query
     return [(row.id, float(d)) for row, d in zip(rows, distances, strict=True)]
 
@@ -217,32 +214,44 @@ def semantic_ranking(
 ) -> list[tuple[int, float]]:
     """(fact id, cosine distance) nearest first, among visible facts that match filters.
 
-    Coarse candidates come in Hamming order; each chunk is scored with the in-memory
-    int8 vectors and kept if visible, until MIN_RESCORED visible ones are scored.
-    The best of those are then scored exactly from facts.embedding.
+    The index hands out candidates from the cells nearest the query, in Hamming order;
+    each chunk is checked against the filters in SQL and its visible facts scored
+    exactly from facts.embedding, until MIN_RESCORED visible ones are scored. When the
+    filters keep so few facts that reaching that many would mean examining more than
+    a quarter of the index, every visible fact is scored instead: a page never starves.
     """
     index.refresh(conn)
-    candidates = index.candidates(query)
+    probe = index.probe(query)
     needed = max(want, MIN_RESCORED)
-    scored: list[tuple[int, float]] = []
+    scored: dict[int, float] = {}
+    examined = 0
     # Start wide enough that a subject seeing half the memory needs one round.
-    start, chunk = 0, 2 * needed
-    while start < candidates.total and len(scored) < needed:
-        if start >= candidates.total // 4:
-            # The filters keep few facts: score every visible one exactly instead.
-            exact = _exact(conn, filters, query, None)
-            exact.sort(key=lambda pair: (pair[1], pair[0]))
-            return exact[:want]
-        ids, approx = candidates.chunk(start, start + chunk)
-        keep = {row.id for row in _visible_among(conn, filters, ids, [])}
-        scored += [(fid, float(d)) for fid, d in zip(ids, approx, strict=True) if fid in keep]
-        start += chunk
-        chunk *= 4
+    chunk = 2 * needed
+    while len(scored) < needed:
+        ids, hamming = probe.pool(POOL)
+        if len(ids) == 0:
+            break
+        order = hamming_order(hamming, min(chunk, len(ids)))
+        start = 0
+        while start < len(ids) and len(scored) < needed:
+            if start + chunk > len(order):
+                order = hamming_order(hamming, len(ids))
+            batch = [fid for fid in ids[order[start : start + chunk]].tolist() if fid not in scored]
+            examined += len(batch)
+            scored.update(_exact(conn, filters, query, batch))
+            start += chunk
+            chunk *= 4
+            # The share of visible facts so far tells how far the rest would go.
+            share = max(len(scored), 1) / max(examined, 1)
+            missing = needed - len(scored)
+            if missing > 0 and examined + missing / share > probe.total / 4:
+                return _best(_exact(conn, filters, query, None), want)
+    return _best(list(scored.items()), want)
+
+
+def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
     scored.sort(key=lambda pair: (pair[1], pair[0]))
-    best = [fid for fid, _ in scored[: max(EXACT_RERANK * want, 30)]]
-    exact = _exact(conn, [], query, best)
-    exact.sort(key=lambda pair: (pair[1], pair[0]))
-    return exact[:want]
+    return scored[:want]
 
 
 @dataclass(frozen=True)
