@@ -99,9 +99,13 @@ def open_runtime(
     """
     engine = open_engine(settings)
     migrate.upgrade(engine, settings.embedding.width)
-    with write_transaction(engine) as conn:
-        # A memory that outgrew its index cells gets new ones (once per 4x growth).
-        vector_index.repartition_if_stale(conn)
+    # A memory that outgrew its index cells gets new ones (once per 4x growth); the
+    # look is a read, so a start does not queue behind a writer for nothing.
+    with read_transaction(engine) as conn:
+        stale = vector_index.partitions_stale(conn)
+    if stale:
+        with write_transaction(engine) as conn:
+            vector_index.repartition_if_stale(conn)
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
     if load_model:
         from app.services.embedding import attach_model

@@ -240,6 +240,41 @@ def restart(home: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def over_http(home: Path, queries: list[str]) -> dict[str, Any]:
+    """`embornal serve` on loopback over the same memory: start-to-ready (imports,
+    migrations check, model, index), p50/p95 per mode as a client sees them, and the
+    server's RSS."""
+    import httpx
+
+    from tests.ops.live import LiveServer, run_cli
+
+    server = LiveServer(home, MODEL)
+    t0 = time.perf_counter()
+    server.start(ready_timeout=600)
+    out: dict[str, Any] = {"ready_s": time.perf_counter() - t0}
+    try:
+        token = run_cli(home, MODEL, "token", "issue", "--subject", SUBJECT).strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as client:
+            for mode in ("keyword", "semantic", "hybrid"):
+                times = []
+                for q in queries:
+                    text = " ".join(q.split()[:3]) if mode == "keyword" else q
+                    params = {"q": text, "mode": mode, "limit": 10, "peek": True}
+                    t1 = time.perf_counter()
+                    response = client.get("/v1/search", params=params)
+                    times.append(time.perf_counter() - t1)
+                    response.raise_for_status()
+                out[mode] = ms(times)
+        assert server.proc is not None
+        with open(f"/proc/{server.proc.pid}/status") as status:
+            rss_kb = next(int(x.split()[1]) for x in status if x.startswith("VmRSS:"))
+        out["rss_mb"] = rss_kb / 1024
+    finally:
+        server.stop()
+    return out
+
+
 def exact_top10(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[set[int]], int]:
     """The true 10 nearest visible facts of each query: every embedding, streamed."""
     with read_transaction(rt.engine) as conn:
@@ -285,6 +320,7 @@ def run_size(
     row.update(build(home, size, unique, unique_vectors))
     row.update(disk(home, size))
     row["restart"] = restart(home)
+    row["http"] = over_http(home, queries)
     rt = open_runtime(settings_for(home))
     rt.embedder = embedder
     rt.load_vector_index()
@@ -387,6 +423,17 @@ def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> Non
             f"| {pair(r['hybrid'])} | {r['recall@10']:.3f} | {rs['ready_s']:.2f} s "
             f"| {rs['index_load_s']:.2f} s | {rs['rss_mb']:.0f} | {rs['index_mb']:.1f} "
             f"| {r['file_b']:.0f} | {r['codes_b']:.0f} | {rate} |"
+        )
+    print("\nover HTTP on loopback (`embornal serve`, a fresh process on the same memory):\n")
+    print(
+        "| facts | start-to-ready | keyword p50/p95 | semantic p50/p95 | hybrid p50/p95 | RSS MB |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        h = r["http"]
+        print(
+            f"| {r['facts']} | {h['ready_s']:.2f} s | {pair(h['keyword'])} | "
+            f"{pair(h['semantic'])} | {pair(h['hybrid'])} | {h['rss_mb']:.0f} |"
         )
     print("\ntimes in ms. Semantic ranking alone (query embedded before), by codes examined:\n")
     print("| facts | cells examined for | rank p50/p95 | recall@10 |")

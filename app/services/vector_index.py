@@ -271,9 +271,13 @@ def repartition(conn: Connection, *, cells: int | None = None, seed: int = 0) ->
     return cells
 
 
+def partitions_stale(conn: Connection) -> bool:
+    return partitions(conn).stale(code_count(conn))
+
+
 def repartition_if_stale(conn: Connection) -> bool:
     """Re-train the cells when the memory outgrew them (see STALE_GROWTH)."""
-    if partitions(conn).stale(code_count(conn)):
+    if partitions_stale(conn):
         repartition(conn)
         return True
     return False

@@ -213,3 +213,16 @@ def test_partitions_go_stale_when_the_memory_outgrows_them(grown: bool) -> None:
     parts = vector_service.Partitions("t", 100, 30_000)
     assert parts.stale(120_000 if grown else 100_000) is grown
     assert vector_service.Partitions("", 1, 0).stale(vector_service.PARTITION_FROM)
+
+
+def test_a_start_gives_a_grown_memory_new_cells(rt: Runtime, monkeypatch) -> None:
+    monkeypatch.setattr(vector_service, "PARTITION_FROM", 200)
+    store_vectors(rt, unit_vectors(300))
+    with read_transaction(rt.engine) as conn:
+        assert vector_service.partitions(conn).cells == 1
+    restarted = open_runtime(rt.settings)
+    with read_transaction(restarted.engine) as conn:
+        parts = vector_service.partitions(conn)
+        assert parts.cells == vector_service.cell_count(300) and parts.trained_on == 300
+        assert not vector_service.partitions_stale(conn)
+    restarted.close()
