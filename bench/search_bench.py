@@ -46,7 +46,7 @@ from app.services import policies as policy_service
 from app.services import search as search_service
 from app.services import vector_index as vector_service
 from app.services.facts import NewFact
-from app.services.search import MIN_RESCORED, Query
+from app.services.search import Query
 from app.services.visibility import visible_current
 from app.settings import Settings
 from bench import machine
@@ -356,13 +356,14 @@ def run_size(
 
 
 def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
-    """Semantic ranking alone (query embedded beforehand), at several pool sizes: the
-    codes a query examines against its time and recall."""
+    """Semantic ranking alone (query embedded beforehand), with the nearest cells
+    holding several shares of the index (at least 30k codes): codes examined against
+    time and recall."""
     out = []
-    saved = search_service.POOL
+    saved = search_service.POOL_SHARE
     try:
-        for pool in (10_000, 30_000, 100_000):
-            search_service.POOL = pool
+        for share in (0.05, 0.10, 0.15, 0.25):
+            search_service.POOL_SHARE = share
             times, got = [], []
             for vector in query_vectors:
                 with rt.reading(SUBJECT) as (conn, ctx):
@@ -371,16 +372,18 @@ def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
                     ranking = search_service.rank(conn, ctx, query, rt.vector_index)
                     times.append(time.perf_counter() - t0)
                 got.append({fid for fid, _ in ranking.order})
-            out.append({"pool": pool, "rank": ms(times), "got": got})
+            codes = max(search_service.POOL, round(share * len(rt.vector_index)))
+            out.append({"pool": min(codes, len(rt.vector_index)), "share": share})
+            out[-1].update({"rank": ms(times), "got": got})
     finally:
-        search_service.POOL = saved
+        search_service.POOL_SHARE = saved
     return out
 
 
 def flat_scan(rt: Runtime, query_vectors: np.ndarray) -> dict[str, tuple[float, float]]:
     """The coarse pass alone: the old flat Hamming scan of every code, and the cells'."""
     codes = rt.vector_index.flat_codes()
-    head = 2 * MIN_RESCORED
+    head = vector_service.RANKED_HEAD
     flat, cells = [], []
     for vector in query_vectors:
         t0 = time.perf_counter()
@@ -389,11 +392,13 @@ def flat_scan(rt: Runtime, query_vectors: np.ndarray) -> dict[str, tuple[float, 
         flat.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         probe = rt.vector_index.probe(vector)
-        probe.ranked(search_service.POOL, vector_service.RANKED_HEAD)
+        pool = max(search_service.POOL, round(search_service.POOL_SHARE * probe.total))
+        probe.ranked(pool, vector_service.RANKED_HEAD)
         cells.append(time.perf_counter() - t0)
+    share = f"{search_service.POOL_SHARE:.0%}"
     return {
         "flat Hamming scan, all codes": ms(flat),
-        f"nearest cells, {search_service.POOL} codes, re-ranked": ms(cells),
+        f"nearest cells ({share}), Hamming + int8 ranking": ms(cells),
     }
 
 
@@ -436,15 +441,15 @@ def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> Non
             f"{pair(h['semantic'])} | {pair(h['hybrid'])} | {h['rss_mb']:.0f} |"
         )
     print("\ntimes in ms. Semantic ranking alone (query embedded before), by codes examined:\n")
-    print("| facts | cells examined for | rank p50/p95 | recall@10 |")
-    print("|---|---|---|---|")
+    print("| facts | nearest cells: share of the index | codes | rank p50/p95 | recall@10 |")
+    print("|---|---|---|---|---|")
     for r in rows:
         for entry in r["trade"]:
             print(
-                f"| {r['facts']} | {entry['pool']} codes | {pair(entry['rank'])} "
-                f"| {entry['recall@10']:.3f} |"
+                f"| {r['facts']} | {entry['share']:.0%} (30k at least) | {entry['pool']} "
+                f"| {pair(entry['rank'])} | {entry['recall@10']:.3f} |"
             )
-    print(f"\ncoarse pass alone ({2 * MIN_RESCORED} candidates, no ACL), p50 / p95 ms:\n")
+    print(f"\ncoarse pass alone (best {vector_service.RANKED_HEAD}, no ACL), p50 / p95 ms:\n")
     for r in rows:
         for name, value in r["flat"].items():
             print(f"  {r['facts']:>8} facts  {name:<44} {pair(value)}")

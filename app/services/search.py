@@ -33,15 +33,11 @@ SearchSort = Literal["relevance", "strength"]
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
 RRF_K = 60
-# Exact scoring looks at least at this many visible candidates, taken in the order
-# the index ranks them: enough for recall@10 >= 0.95 at 100k (0.996 measured). Each
-# costs a row read (~10 us when its page is not cached): ~4 ms for 400 examined.
-MIN_RESCORED = 200
-# A larger memory has more near-ties among sign-bit codes: at a million facts the true
-# top 10 sat within the best 800 visible candidates (0.955), not the best 200 (0.87).
-# Examined candidates grow with the square root of the size (632 at a million).
-RESCORED_GROWTH_FROM = 100_000
-MAX_RESCORED = 1_000
+# The best EXACT_RERANK x limit visible candidates by int8 similarity (at least
+# MIN_RESCORED) are re-scored exactly from facts.embedding: the int8 order is right
+# to ~1e-3 in cosine, so the true top 10 are among them (bench/search_bench.py).
+MIN_RESCORED = 30
+EXACT_RERANK = 3
 # A word in more than this share of facts is left out of the relaxed (OR) query.
 RELAX_MAX_SHARE = 0.05
 RELAX_MAX_WORDS = 4
@@ -220,39 +216,55 @@ def semantic_ranking(
 ) -> list[tuple[int, float]]:
     """(fact id, cosine distance) nearest first, among visible facts that match filters.
 
-    The index hands out candidates from the cells nearest the query, best first; each
-    chunk is checked against the filters in SQL and its visible facts scored exactly
-    from facts.embedding, until MIN_RESCORED visible ones are scored. When the
-    filters keep so few facts that reaching that many would mean examining more than
-    a quarter of the index, every visible fact is scored instead: a page never starves.
+    The index hands out candidates from the cells nearest the query, best first by
+    their int8 approximations; each chunk is checked against the filters in SQL
+    until enough visible ones are found, and the best of those are scored exactly
+    from facts.embedding. When the filters keep so few facts that finding enough
+    would mean examining more than a quarter of the index, every visible fact is
+    scored instead: a page never starves.
     """
     index.refresh(conn)
     probe = index.probe(query)
-    growth = math.sqrt(max(1.0, probe.total / RESCORED_GROWTH_FROM))
-    needed = max(want, min(MAX_RESCORED, round(MIN_RESCORED * growth)))
-    scored: dict[int, float] = {}
+    needed = max(want * EXACT_RERANK, MIN_RESCORED)
+    with_vector = [*filters, facts.c.embedding.is_not(None)]
+    visible: list[tuple[int, float]] = []
+    seen: set[int] = set()
     examined = 0
     # Wide enough that a subject who sees half the memory needs one round.
     chunk = 2 * needed
-    while len(scored) < needed:
-        ranked = probe.ranked(max(POOL, round(POOL_SHARE * probe.total)), RANKED_HEAD)
+    while len(visible) < needed:
+        ranked, similarity = probe.ranked(max(POOL, round(POOL_SHARE * probe.total)), RANKED_HEAD)
         if len(ranked) == 0:
             break
-        for start in range(0, len(ranked), chunk):
-            batch = [fid for fid in ranked[start : start + chunk].tolist() if fid not in scored]
+        start = 0
+        while start < len(ranked):
+            batch = [
+                (fid, 1.0 - float(sim))
+                for fid, sim in zip(
+                    ranked[start : start + chunk].tolist(),
+                    similarity[start : start + chunk].tolist(),
+                    strict=True,
+                )
+                if fid not in seen
+            ]
+            seen.update(fid for fid, _ in batch)
             examined += len(batch)
-            scored.update(_exact(conn, filters, query, batch))
-            missing = needed - len(scored)
+            keep = {r.id for r in _visible_among(conn, with_vector, [f for f, _ in batch], [])}
+            visible += [pair for pair in batch if pair[0] in keep]
+            missing = needed - len(visible)
             if missing <= 0:
                 break
             # The share of visible facts so far tells how far the rest would go.
-            share = max(len(scored), 1) / max(examined, 1)
+            share = max(len(visible), 1) / max(examined, 1)
             if examined + missing / share > probe.total / 4:
                 return _best(_exact(conn, filters, query, None), want)
-    if len(scored) < want and examined < probe.total:
+            start += chunk
+            chunk *= 2
+    if len(visible) < want and examined < probe.total:
         # Every cell taken, yet some visible facts were not among any cell's best.
         return _best(_exact(conn, filters, query, None), want)
-    return _best(list(scored.items()), want)
+    best = [fid for fid, _ in _best(visible, needed)]
+    return _best(_exact(conn, [], query, best), want)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:

@@ -1,20 +1,23 @@
-"""The vector index: sign-bit codes on disk in partitions, loaded whole at start.
+"""The vector index: quantized codes on disk in partitions, loaded whole at start.
 
 Each embedded fact has one row in facts_vec: its partition (`list`) and its code,
-one bit per dimension (the sign; 48 bytes at 384-d). The full float32 vector stays
-in facts.embedding, the one full copy; the code is what the coarse pass reads.
+one sign bit per dimension then an int8 approximation (48 + 384 bytes at 384-d).
+The full float32 vector stays in facts.embedding, the one full copy; the code is
+what search reads.
 
 facts_vec is clustered on (list, fact_id): a full scan reads the codes partition by
-partition, so a start loads the index in one sequential read into one array of
+partition, so a start loads the index in one sequential read into arrays of
 exactly the right size, with no sort and no second copy. The partitions are the
 cells of a spherical k-means over the embeddings (IVF): a query ranks the
-centroids, examines the codes of the nearest cells by Hamming distance, and the
-search service scores the best of those exactly from facts.embedding. Below
-PARTITION_FROM vectors there is one cell and the pass is a flat scan.
+centroids, takes the codes of the nearest cells (POOL_SHARE of the index), keeps
+the best RANKED_HEAD by Hamming distance, ranks those by their int8
+approximations, and the search service checks the filters in that order and
+scores the best few exactly from facts.embedding. Below PARTITION_FROM vectors
+there is one cell and the pass is a flat scan.
 
-Why: a flat Hamming scan costs ~56 ns a vector here, ~56 ms a query at a million;
-the nearest 2-3% of cells hold the true neighbours of nearly every query
-(bench/search_bench.py prints recall@10 against exact search).
+Why: a flat Hamming scan costs ~56 ns a vector here (~56 ms a query at a
+million, 112 ms on a busy machine); a pass over 15% of the cells took ~10 ms at a
+million with recall@10 0.968 (bench/search_bench.py prints the trade).
 
 The index follows the database through vector_log (a trigger appends every
 embedding written, by any process; the index reads the new code rows) and
@@ -50,13 +53,16 @@ SAMPLE_PER_CELL = 32
 # A query examines the nearest cells until it has this many codes, or POOL_SHARE of
 # the index if more (and at least MIN_PROBE cells). The true top 10 were in the
 # nearest 30% of cells at 100k (1.0), in the nearest 3% at a million only 0.92 of
-# the time, in the nearest 10% 0.97 (bench/search_bench.py, 1-in-2 ACL).
+# the time, 10%: 0.97, 30%: 0.997. At a million, recall@10 and ranking p50 were
+# 0.960 / 8 ms at 10%, 0.968 / 10 ms at 15%, 0.973 / 12 ms at 20% (40 queries,
+# 1-in-2 ACL, a shared 2-core machine; bench/search_bench.py prints the trade).
 POOL = 30_000
-POOL_SHARE = 0.10
+POOL_SHARE = 0.15
 MIN_PROBE = 8
-# Of a pool, the best this many by Hamming distance are re-ranked with the query's
-# float vector (asymmetric_scores); the rest of the pool is left.
-RANKED_HEAD = 4_000
+# Of a pool, the best this many by Hamming distance are ranked by their int8
+# approximations (cosine within ~1e-3); the rest of the pool is left. At a million,
+# 4000 kept recall@10 at 0.955, 8000 at 0.960, for ~1 ms more.
+RANKED_HEAD = 8_000
 # An appended segment holds at least this many rows, and at most an eighth of its
 # cell: growing never copies what is there, and the slack stays small.
 MIN_SEGMENT = 64
@@ -64,6 +70,20 @@ MIN_SEGMENT = 64
 
 def binary_codes(vectors: NDArray[np.float32]) -> NDArray[np.uint8]:
     return np.packbits(np.asarray(vectors) > 0, axis=-1)
+
+
+def int8_approximation(vectors: NDArray[np.float32]) -> NDArray[np.int8]:
+    """Unit vectors' components lie in [-1, 1]: 127 steps keep cosine to ~1e-3."""
+    return np.clip(np.rint(np.asarray(vectors) * 127.0), -127, 127).astype(np.int8)
+
+
+def encode(vectors: NDArray[np.float32]) -> NDArray[np.uint8]:
+    """Each vector's code row: its sign bits, then its int8 approximation."""
+    return np.hstack([binary_codes(vectors), int8_approximation(vectors).view(np.uint8)])
+
+
+def bits_width(width: int) -> int:
+    return (width + 7) // 8
 
 
 def unpack_blobs(blobs: Sequence[bytes]) -> NDArray[np.float32]:
@@ -135,7 +155,7 @@ def write_codes(conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes
         return
     vectors = unpack_blobs(blobs)
     cells = nearest_cells(centroids(conn), vectors)
-    codes = binary_codes(vectors)
+    codes = encode(vectors)
     conn.execute(delete(facts_vec).where(facts_vec.c.fact_id.in_(list(fact_ids))))
     conn.execute(
         insert(facts_vec),
@@ -237,7 +257,7 @@ def repartition(conn: Connection, *, cells: int | None = None, seed: int = 0) ->
         if not got:
             continue
         k = len(got)
-        codes = binary_codes(vectors)
+        codes = encode(vectors)
         if all_codes.shape[1] != codes.shape[1]:
             all_codes = np.empty((n, codes.shape[1]), dtype=np.uint8)
         order_ids[filled : filled + k] = got
@@ -295,21 +315,29 @@ class _Cell:
     __slots__ = ("segments",)
 
     def __init__(self) -> None:
-        # [ids, codes, rows filled]
+        # [ids, sign bits, int8 approximations, rows filled, offset in the loaded
+        # arrays (-1 for a segment appended since)]
         self.segments: list[list] = []
 
-    def append(self, fact_id: int, code: NDArray[np.uint8], total: int) -> None:
+    def append(self, fact_id: int, bits: NDArray[np.uint8], approx: NDArray[np.int8]) -> None:
         last = self.segments[-1] if self.segments else None
-        if last is None or last[2] == len(last[0]):
-            size = max(MIN_SEGMENT, total // 8)
-            last = [np.empty(size, np.int64), np.empty((size, code.shape[0]), np.uint8), 0]
+        if last is None or last[3] == len(last[0]):
+            size = max(MIN_SEGMENT, self.rows() // 8)
+            last = [
+                np.empty(size, np.int64),
+                np.empty((size, len(bits)), np.uint8),
+                np.empty((size, len(approx)), np.int8),
+                0,
+                -1,
+            ]
             self.segments.append(last)
-        last[0][last[2]] = fact_id
-        last[1][last[2]] = code
-        last[2] += 1
+        last[0][last[3]] = fact_id
+        last[1][last[3]] = bits
+        last[2][last[3]] = approx
+        last[3] += 1
 
     def rows(self) -> int:
-        return sum(s[2] for s in self.segments)
+        return sum(s[3] for s in self.segments)
 
 
 def hamming(codes: NDArray[np.uint8], query_code: NDArray[np.uint8]) -> NDArray[np.uint16]:
@@ -328,6 +356,7 @@ class VectorIndex:
         self._last_seq = 0
         self._generation: str | None = None
         self._nbytes = 0
+        self._loaded_approx: NDArray[np.int8] = np.empty((0, 0), np.int8)
         self.loads = 0  # whole loads from facts_vec (a test counts them)
         # Set once the index has been loaded: readiness waits for it.
         self.ready = threading.Event()
@@ -357,10 +386,13 @@ class VectorIndex:
         parts = partitions(conn)
         self._centroids = centroids(conn, parts)
         n = code_count(conn)
-        width = conn.execute(select(meta.c.value).where(meta.c.key == "embedding_width")).scalar()
-        nbytes = (int(width or 0) + 7) // 8
+        width = int(
+            conn.execute(select(meta.c.value).where(meta.c.key == "embedding_width")).scalar() or 0
+        )
+        nbytes = bits_width(width)
         ids = np.empty(n, dtype=np.int64)
-        codes = np.empty((n, nbytes), dtype=np.uint8)
+        bits = np.empty((n, nbytes), dtype=np.uint8)
+        approx = np.empty((n, width), dtype=np.int8)
         cells = np.empty(n, dtype=np.int64)
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         filled = 0
@@ -374,9 +406,10 @@ class VectorIndex:
                 k = len(rows)
                 cells[filled : filled + k] = [r[0] for r in rows]
                 ids[filled : filled + k] = [r[1] for r in rows]
-                codes[filled : filled + k] = np.frombuffer(
-                    b"".join(r[2] for r in rows), dtype=np.uint8
-                ).reshape(k, nbytes)
+                block = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint8)
+                block = block.reshape(k, nbytes + width)
+                bits[filled : filled + k] = block[:, :nbytes]
+                approx[filled : filled + k] = block[:, nbytes:].view(np.int8)
                 filled += k
         finally:
             cursor.close()
@@ -386,7 +419,10 @@ class VectorIndex:
         bounds = np.searchsorted(cells[:filled], np.arange(count + 1))
         for cell, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             if hi > lo:
-                self._cells[cell].segments.append([ids[lo:hi], codes[lo:hi], int(hi - lo)])
+                self._cells[cell].segments.append(
+                    [ids[lo:hi], bits[lo:hi], approx[lo:hi], int(hi - lo), int(lo)]
+                )
+        self._loaded_approx = approx
         self._size, self._nbytes = filled, nbytes
         self._last_seq = last
         self.loads += 1
@@ -405,9 +441,10 @@ class VectorIndex:
             for row in rows:
                 if row.list >= len(self._cells):
                     self._cells.extend(_Cell() for _ in range(row.list + 1 - len(self._cells)))
-                cell = self._cells[row.list]
                 code = np.frombuffer(row.code, dtype=np.uint8)
-                cell.append(row.fact_id, code, cell.rows())
+                self._cells[row.list].append(
+                    row.fact_id, code[: self._nbytes], code[self._nbytes :].view(np.int8)
+                )
                 self._size += 1
             self._last_seq = rows[-1].seq
         self._last_seq = last
@@ -415,25 +452,28 @@ class VectorIndex:
     def nbytes(self) -> int:
         """Memory the codes and ids take (capacity included)."""
         with self._lock:
-            return sum(s[0].nbytes + s[1].nbytes for c in self._cells for s in c.segments)
+            return sum(
+                s[0].nbytes + s[1].nbytes + s[2].nbytes for c in self._cells for s in c.segments
+            )
 
     def flat_codes(self) -> NDArray[np.uint8]:
         """Every code in one array (a copy): for benches that compare with a flat scan."""
         with self._lock:
-            parts = [s[1][: s[2]] for c in self._cells for s in c.segments]
+            parts = [s[1][: s[3]] for c in self._cells for s in c.segments]
         return np.concatenate(parts) if parts else np.empty((0, self._nbytes), np.uint8)
 
     def probe(self, query: NDArray[np.float32]) -> Probe:
         """The cells nearest the query, to be examined in that order."""
         with self._lock:
             cells = [list(c.segments) for c in self._cells]
-            counts = [[s[2] for s in c] for c in cells]
+            counts = [[s[3] for s in c] for c in cells]
             centers = self._centroids
+            loaded = self._loaded_approx
         if centers is not None and len(centers) == len(cells):
             order = np.argsort(-(centers @ query), kind="stable")
         else:
             order = np.arange(len(cells))
-        return Probe(cells, counts, order, query, self._size)
+        return Probe(cells, counts, order, query, self._size, loaded)
 
 
 class Probe:
@@ -447,8 +487,10 @@ class Probe:
         order: NDArray[np.intp],
         query: NDArray[np.float32],
         total: int,
+        loaded: NDArray[np.int8],
     ) -> None:
         self._cells, self._counts, self._order = cells, counts, order
+        self._loaded = loaded
         self._next = 0
         self.query = query
         self.query_code = binary_codes(query.reshape(1, -1))[0]
@@ -456,11 +498,11 @@ class Probe:
         self.examined_cells = 0
         self.pooled = 0
 
-    def pool(self, at_least: int) -> tuple[NDArray[np.int64], NDArray[np.uint8]]:
-        """The codes of the next cells (nearest first) until `at_least` codes are taken:
-        (fact ids, codes); empty when every cell has been taken."""
-        ids: list[NDArray[np.int64]] = []
-        codes: list[NDArray[np.uint8]] = []
+    def pool(self, at_least: int) -> tuple[list[list], NDArray[np.int64], NDArray[np.uint8]]:
+        """The segments of the next cells (nearest first) until `at_least` codes are
+        taken, with their ids and sign bits concatenated; empty when every cell has
+        been taken."""
+        segments: list[list] = []
         taken = 0
         while self._next < len(self._order) and (
             taken < at_least or self.examined_cells < MIN_PROBE
@@ -471,41 +513,46 @@ class Probe:
             for segment, rows in zip(self._cells[cell], self._counts[cell], strict=True):
                 if rows == 0 or segment[1].shape[1] != self.query_code.shape[0]:
                     continue
-                ids.append(segment[0][:rows])
-                codes.append(segment[1][:rows])
+                segments.append(
+                    [segment[0][:rows], segment[1][:rows], segment[2][:rows], segment[4]]
+                )
                 taken += rows
         self.pooled += taken
-        if not ids:
-            return np.empty(0, np.int64), np.empty((0, len(self.query_code)), np.uint8)
-        return np.concatenate(ids), np.concatenate(codes)
+        if not segments:
+            return [], np.empty(0, np.int64), np.empty((0, len(self.query_code)), np.uint8)
+        ids = np.concatenate([s[0] for s in segments])
+        bits = np.concatenate([s[1] for s in segments])
+        return segments, ids, bits
 
-    def ranked(self, at_least: int, head: int) -> NDArray[np.int64]:
-        """Fact ids from the next nearest cells (at least `at_least` codes), best first:
-        the `head` nearest by Hamming distance, re-ranked by the query's own float
-        vector against their sign bits. Empty when every cell has been taken."""
-        ids, codes = self.pool(at_least)
+    def ranked(self, at_least: int, head: int) -> tuple[NDArray[np.int64], NDArray]:
+        """Fact ids from the next nearest cells (at least `at_least` codes), best first,
+        with their approximate cosine similarity: the `head` nearest by Hamming
+        distance, ranked by their int8 approximations. Empty when every cell is taken."""
+        segments, ids, bits = self.pool(at_least)
         if len(ids) == 0:
-            return ids
-        top = hamming_order(hamming(codes, self.query_code), min(head, len(ids)))
-        scores = asymmetric_scores(codes[top], self.query)
-        return ids[top[np.argsort(-scores, kind="stable")]]
-
-
-# For each byte value, its 8 bits as +-1 (most significant first, as packbits writes).
-_SIGNS = (((np.arange(256)[:, None] >> np.arange(7, -1, -1)) & 1) * 2 - 1).astype(np.float32)
-
-
-def asymmetric_scores(codes: NDArray[np.uint8], query: NDArray[np.float32]) -> NDArray:
-    """q . sign(x) for each code: the query keeps its magnitudes, so this ranks the
-    candidates much closer to the true order than Hamming distance does (recall@10
-    among the best 200 visible: 0.96 against 0.88 at 100k, bench/search_bench.py).
-    A table of each byte's share of the score makes it one lookup per code byte
-    (1 ms for 4000 codes; unpacking the bits took 10 ms)."""
-    nbytes = codes.shape[1]
-    padded = np.zeros(nbytes * 8, dtype=np.float32)
-    padded[: len(query)] = query
-    table = padded.reshape(nbytes, 8) @ _SIGNS.T  # (bytes, 256)
-    return table[np.arange(nbytes), codes].sum(axis=1)
+            return ids, np.empty(0, np.float32)
+        top = hamming_order(hamming(bits, self.query_code), min(head, len(ids)))
+        # The int8 rows of the head, no pool-wide copy: rows loaded at start are one
+        # gather from the loaded array, rows appended since one per segment.
+        starts = np.cumsum([0] + [len(s[0]) for s in segments])
+        which = np.searchsorted(starts, top, side="right") - 1
+        local = top - starts[which]
+        offsets = np.array([s[3] for s in segments], dtype=np.int64)[which]
+        loaded = offsets >= 0
+        approx = np.empty((len(top), len(self.query)), dtype=np.int8)
+        approx[loaded] = self._loaded[offsets[loaded] + local[loaded]]
+        for number in np.unique(which[~loaded]):
+            rows = which == number
+            approx[rows] = segments[number][2][local[rows]]
+        # In blocks of 256 rows: the float32 copy of a block stays in cache. Converting
+        # the whole head first took 2-12 ms here against 0.3 ms (bench/search_bench.py).
+        similarity = np.empty(len(top), dtype=np.float32)
+        for start in range(0, len(top), 256):
+            block = approx[start : start + 256].astype(np.float32)
+            similarity[start : start + 256] = block @ self.query
+        similarity /= 127.0
+        order = np.argsort(-similarity, kind="stable")
+        return ids[top[order]], similarity[order]
 
 
 def hamming_order(distances: NDArray[np.uint16], head: int) -> NDArray[np.intp]:

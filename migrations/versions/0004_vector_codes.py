@@ -10,9 +10,11 @@ ranked sign-bit codes held in memory, rebuilt from facts.embedding at every star
 (~18 us a fact: ~20 s at a million, with /readyz already saying ready). Now:
 
 - facts.embedding stays the one full copy (and the pending queue keeps its meaning);
-- facts_vec becomes a plain table of (list, fact_id, code): one bit per dimension
-  (48 bytes at 384-d), clustered on (list, fact_id), so a start reads every code in
-  one sequential pass, cell by cell, into arrays of exactly the right size;
+- facts_vec becomes a plain table of (list, fact_id, code), the code being what the
+  search reads: one sign bit per dimension, then an int8 approximation (48 + 384
+  bytes at 384-d, against 1536 for the float32 copy). It is clustered on
+  (list, fact_id), so a start reads every code in one sequential pass, cell by
+  cell, into arrays of exactly the right size;
 - facts_vec_centroids holds the cells' centroids (an IVF partition trained by
   app.services.vector_index.repartition, which the runtime runs when a memory has
   outgrown its cells; this migration files every code in one cell, 0).
@@ -82,7 +84,9 @@ def upgrade() -> None:
         fitting = [r for r in rows if len(r[1]) == 4 * width]
         if fitting:
             vectors = np.stack([np.frombuffer(r[1], dtype="<f4") for r in fitting])
-            codes = np.packbits(vectors > 0, axis=-1)
+            # As app.services.vector_index.encode: sign bits, then int8 (x127, clipped).
+            approx = np.clip(np.rint(vectors * 127.0), -127, 127).astype(np.int8)
+            codes = np.hstack([np.packbits(vectors > 0, axis=-1), approx.view(np.uint8)])
             conn.exec_driver_sql(
                 "INSERT INTO facts_vec (list, fact_id, code) VALUES (0, ?, ?)",
                 [(r[0], c.tobytes()) for r, c in zip(fitting, codes, strict=True)],

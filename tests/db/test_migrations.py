@@ -13,6 +13,7 @@ from app.db import migrate
 from app.db.engine import make_engine, read_transaction
 from app.errors import StartupError
 from app.runtime import open_runtime
+from app.services.vector_index import encode
 from tests.conftest import make_settings
 
 EXPECTED = {"paths", "path_closure", "facts", "fact_tags", "path_tags", "meta", "casbin_rule"}
@@ -86,7 +87,7 @@ def test_0004_moves_the_vectors_into_codes_and_back(tmp_path: Path) -> None:
         ).all()
         assert [r[0] for r in rows] == ids
         assert all(r[1] == 0 for r in rows)
-        assert [r[2] for r in rows] == [np.packbits(v > 0).tobytes() for v in vectors]
+        assert [r[2] for r in rows] == [encode(v.reshape(1, -1))[0].tobytes() for v in vectors]
         assert (
             "vec0"
             not in conn.exec_driver_sql(

@@ -75,14 +75,17 @@ def statements(rt: Runtime) -> list[str]:
     return seen
 
 
-def test_each_embedded_fact_has_one_code_row_of_its_sign_bits(rt: Runtime) -> None:
+def test_each_embedded_fact_has_one_code_row_of_sign_bits_and_int8(rt: Runtime) -> None:
     vectors = unit_vectors(20)
     ids = store_vectors(rt, vectors)
     with read_transaction(rt.engine) as conn:
         rows = {r.fact_id: r for r in conn.execute(select(facts_vec)).all()}
     assert set(rows) == set(ids)
     for fid, vector in zip(ids, vectors, strict=True):
-        assert rows[fid].code == binary_codes(vector).tobytes()
+        code = np.frombuffer(rows[fid].code, np.uint8)
+        assert code[: TEST_WIDTH // 8].tobytes() == binary_codes(vector).tobytes()
+        approx = code[TEST_WIDTH // 8 :].view(np.int8).astype(np.float32) / 127
+        assert np.abs(approx - vector).max() <= 0.5 / 127 + 1e-6
         assert rows[fid].list == 0  # a small memory has one cell
 
 
