@@ -16,8 +16,8 @@ scores the best few exactly from facts.embedding. Below PARTITION_FROM vectors
 there is one cell and the pass is a flat scan.
 
 Why: a flat Hamming scan costs ~56 ns a vector here (~56 ms a query at a
-million, 112 ms on a busy machine); a pass over 15% of the cells took ~10 ms at a
-million with recall@10 0.968 (bench/search_bench.py prints the trade).
+million, 100 ms on a busy machine); the pass over the nearest 10% of the cells
+ranked in ~20 ms there with recall@10 0.969 (bench/search_bench.py prints the trade).
 
 The index follows the database through vector_log (a trigger appends every
 embedding written, by any process; the index reads the new code rows) and
@@ -54,10 +54,10 @@ SAMPLE_PER_CELL = 32
 # the index if more (and at least MIN_PROBE cells). The true top 10 were in the
 # nearest 30% of cells at 100k (1.0), in the nearest 3% at a million only 0.92 of
 # the time, 10%: 0.97, 30%: 0.997. At a million, recall@10 and ranking p50 were
-# 0.960 / 8 ms at 10%, 0.968 / 10 ms at 15%, 0.973 / 12 ms at 20% (40 queries,
-# 1-in-2 ACL, a shared 2-core machine; bench/search_bench.py prints the trade).
+# 0.951 / 16 ms at 5%, 0.969 / 20 ms at 10%, 0.974 / 25 ms at 15% (100 queries,
+# 1-in-2 ACL, a 2-core machine at load 5; bench/search_bench.py prints the trade).
 POOL = 30_000
-POOL_SHARE = 0.15
+POOL_SHARE = 0.10
 MIN_PROBE = 8
 # Of a pool, the best this many by Hamming distance are ranked by their int8
 # approximations (cosine within ~1e-3); the rest of the pool is left. At a million,
