@@ -24,17 +24,14 @@ try:  # typer >= 0.20 vendors click; its exceptions live there
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from app.dirs import Dirs, move_legacy_files, resolve_dirs
+from app.acl.enforcer import SubjectIsRole
+from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
-from app.runtime import Runtime, open_runtime
-from app.services import embedding as embedding_service
+from app.runtime import LOCAL_SUBJECT, open_runtime
 from app.services import facts as fact_service
-from app.services import paths as path_service
-from app.services import policies as policy_service
-from app.services import search as search_service
 from app.services import transfer
-from app.services.embedding import embed_for_store
 from app.settings import Settings, load_settings
+from app.usecases.memory import Memory, SearchRequest
 
 app = typer.Typer(
     help="embornal: a memory of small facts for AI agents.",
@@ -78,12 +75,27 @@ def settings() -> Settings:
 
 
 @contextmanager
-def runtime(load_model: bool = False, download: bool = False) -> Iterator[Runtime]:
-    rt = open_runtime(settings(), load_model=load_model, download=download)
+def memory(
+    load_model: bool = False,
+    download: bool = False,
+    progress: bool = False,
+    check_width: bool = True,
+) -> Iterator[Memory]:
+    """The local memory, acting as the subject `default`, closed at the end."""
+    rt = open_runtime(
+        settings(),
+        load_model=load_model,
+        download=download,
+        progress=progress,
+        check_width=check_width,
+    )
     try:
-        yield rt
+        yield Memory(rt)
     finally:
         rt.close()
+
+
+ME = LOCAL_SUBJECT
 
 
 def _default(value: Any) -> Any:
@@ -105,6 +117,8 @@ def show_fact(fact: dict[str, Any]) -> None:
         flags.append("deleted")
     if fact["superseded_by_id"]:
         flags.append(f"superseded by #{fact['superseded_by_id']}")
+    elif fact["superseded"]:
+        flags.append("superseded")
     extra = f" ({', '.join(flags)})" if flags else ""
     typer.echo(
         f"#{fact['id']} {fact['path']}  strength {fact['strength']:.2f}  "
@@ -147,7 +161,7 @@ def paths_command(as_json: JsonOpt = False) -> None:
 @app.command("migrate")
 def migrate_command() -> None:
     """Bring the schema of memory.db to head (serve does it too)."""
-    with runtime():
+    with memory():
         typer.echo(f"memory at {settings().database_path} is at the head revision")
 
 
@@ -175,7 +189,8 @@ def serve_command(
     # Opened here rather than in the app's lifespan, so that a start-up problem (a
     # width disagreement, a bad key) is one line and exit 1, not a server traceback.
     # The configured model is fetched at start when missing (embedding.download).
-    with runtime(load_model=True, download=config.embedding.download) as rt:
+    with memory(load_model=True, download=config.embedding.download) as mem:
+        rt = mem.runtime
         if rt.embedder is None and config.embedding.model != "none":
             typer.echo(
                 f"no embedding model ({rt.model_problem}); serving keyword search, facts "
@@ -208,6 +223,9 @@ def token_issue(
     from app.auth.tokens import issue_token, parse_duration
 
     lifetime = parse_duration(expires)
+    # The server would refuse a role's name as a subject (401): say so now instead.
+    with memory() as mem:
+        mem.refuse_role_name(subject)
     now = datetime.now(UTC).replace(microsecond=0)
     token = issue_token(settings(), subject, lifetime, now=now)
     if as_json:
@@ -229,12 +247,10 @@ def memory_store(
 ) -> None:
     """Store a fact."""
     raw = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
-    with runtime(load_model=True) as rt:
-        # As the API does: check first, so bad input costs no model time.
-        (item,) = fact_service.validate_new_facts([raw], rt.settings.limits)
-        vectors = embed_for_store(rt.embedder, [item.content])
-        with rt.writing() as (conn, ctx):
-            fact = fact_service.store_fact(conn, ctx, item, vector=vectors[0])
+    # Checked before the memory is opened: bad input creates no file and loads no model.
+    (item,) = fact_service.validate_new_facts([raw], settings().limits)
+    with memory(load_model=True) as mem:
+        fact = mem.store(ME, item)
     emit_json(fact) if as_json else show_fact(fact)
 
 
@@ -246,16 +262,16 @@ def memory_get(
     as_json: JsonOpt = False,
 ) -> None:
     """Read one fact by id (a recall, unless --peek)."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        fact = fact_service.get_fact(conn, ctx, fact_id, peek=peek, include_deleted=include_deleted)
+    with memory() as mem:
+        fact = mem.get(ME, fact_id, peek=peek, include_deleted=include_deleted)
     emit_json(fact) if as_json else show_fact(fact)
 
 
 @memory_app.command("recall")
 def memory_recall(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
     """Recall a fact explicitly: its stability grows."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        fact = fact_service.recall_fact(conn, ctx, fact_id)
+    with memory() as mem:
+        fact = mem.recall(ME, fact_id)
     emit_json(fact) if as_json else show_fact(fact)
 
 
@@ -269,13 +285,12 @@ def memory_show(
     """Browse a path: its tags, children and facts (not a recall)."""
     if sort not in ("created", "strength"):
         raise EmbornalError("--sort must be created or strength")
-    with runtime() as rt, rt.reading() as (conn, ctx):
-        node = path_service.describe_path(conn, ctx, path)
-        order: fact_service.Sort = "strength" if sort == "strength" else "created"
-        listing = fact_service.list_facts(conn, ctx, under=node["path"], sort=order, limit=limit)
-        here = [f for f in listing["facts"] if f["path"] == node["path"]]
+    order: fact_service.Sort = "strength" if sort == "strength" else "created"
+    with memory() as mem:
+        node = mem.browse(ME, path, sort=order, limit=limit)
+    here = node["facts"]
     if as_json:
-        emit_json({**node, "facts": here})
+        emit_json(node)
         return
     tags = " ".join(f"{k}={v}" for k, v in node["effective_tags"].items())
     typer.echo(f"{node['path']}  ({node['fact_count']} facts){'  [' + tags + ']' if tags else ''}")
@@ -288,8 +303,8 @@ def memory_show(
 @memory_app.command("history")
 def memory_history(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
     """The supersede chain of a fact, oldest first."""
-    with runtime() as rt, rt.reading() as (conn, ctx):
-        chain = fact_service.history(conn, ctx, fact_id)
+    with memory() as mem:
+        chain = mem.history(ME, fact_id)
     if as_json:
         emit_json({"facts": chain})
         return
@@ -300,8 +315,8 @@ def memory_history(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt =
 @memory_app.command("delete")
 def memory_delete(fact_id: Annotated[int, typer.Argument()]) -> None:
     """Delete a fact (it stays in history)."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        fact_service.delete_fact(conn, ctx, fact_id)
+    with memory() as mem:
+        mem.delete(ME, fact_id)
     typer.echo(f"deleted #{fact_id}")
 
 
@@ -312,11 +327,10 @@ def memory_tag(
     remove: Annotated[list[str] | None, typer.Option("--remove", help="key to remove")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set or remove tags on a path (facts below inherit them, nearest wins)."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        for key in remove or []:
-            path_service.remove_path_tag(conn, ctx, path, key)
-        node = path_service.set_path_tags(conn, ctx, path, parse_tag_options(tag))
+    """Set or remove tags on a path (facts below inherit them, nearest wins; needs `tag`)."""
+    new_tags = parse_tag_options(tag)
+    with memory() as mem:
+        node = mem.tag_path(ME, path, set_tags=new_tags, remove=remove or [])
     if as_json:
         emit_json(node)
     else:
@@ -339,19 +353,17 @@ def memory_search(
     """Search facts by keyword, by meaning, or both."""
     if mode not in (None, "keyword", "semantic", "hybrid"):
         raise EmbornalError("--mode must be keyword, semantic or hybrid")
-    with runtime(load_model=mode != "keyword") as rt, rt.writing() as (conn, ctx):
-        found = search_service.search(
-            conn,
-            ctx,
-            q=query,
-            index=rt.vector_index,
-            mode=mode,  # type: ignore[arg-type]
-            under=under,
-            tags=tag,
-            min_strength=min_strength,
-            limit=limit,
-            peek=peek,
-        )
+    request = SearchRequest(
+        q=query,
+        mode=mode,  # type: ignore[arg-type]
+        under=under,
+        tags=tuple(tag or ()),
+        min_strength=min_strength,
+        limit=limit,
+        peek=peek,
+    )
+    with memory(load_model=mode != "keyword") as mem:
+        found = mem.search(ME, request)
     if as_json:
         emit_json(found)
         return
@@ -370,26 +382,17 @@ def memory_reindex(
     """Embed the facts waiting for the model, in batches, with a progress bar."""
     from rich.progress import Progress
 
-    from app.db.engine import write_transaction
+    # The width check waits for the model: a rebuild is what changes the width.
+    with (
+        memory(load_model=True, download=True, progress=True, check_width=not rebuild) as mem,
+        Progress(transient=False) as progress,
+    ):
+        task = progress.add_task("embedding", total=None)
 
-    config = settings()
-    with runtime_for_reindex(rebuild) as rt:
-        if rebuild:
-            with write_transaction(rt.engine) as conn:
-                embedding_service.rebuild_vectors(conn, config.embedding.width)
-        embedding_service.attach_model(rt, download=True, progress=True)
-        if rt.embedder is None:
-            raise EmbornalError(f"no model to embed with: {rt.model_problem}")
-        rt.verify_width()
-        with Progress(transient=False) as progress:
-            task = progress.add_task("embedding", total=None)
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
 
-            def advance(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
-
-            done = embedding_service.reindex(
-                rt.engine, rt.embedder, batch_size=config.embedding.batch_size, on_batch=advance
-            )
+        done = mem.reindex(rebuild=rebuild, on_batch=advance)
     typer.echo(f"embedded {done} facts")
 
 
@@ -448,24 +451,23 @@ def memory_export(
     Everything is exported, every owner's facts and deleted ones included, from one
     consistent snapshot. A FILE is written whole or not at all, mode 0600.
     """
-    with runtime() as rt, rt.reading() as (conn, ctx):
-        records = transfer.export_memory(conn, ctx, with_embeddings=with_embeddings)
+    with memory() as mem:
         if file is None or str(file) == "-":
-            _export_to_stdout(records)
+            _export_to_stdout(mem, with_embeddings)
             return
         with transfer.private_file(file, force=force) as out:
-            counts = transfer.write_records(records, out)
+            counts = mem.export(ME, out, with_embeddings=with_embeddings)
     typer.echo(
         f"exported {counts['facts']} facts, {counts['paths']} paths and "
         f"{counts['policies']} policies to {file}"
     )
 
 
-def _export_to_stdout(records: Iterator[dict[str, Any]]) -> None:
+def _export_to_stdout(mem: Memory, with_embeddings: bool) -> None:
     # UTF-8 whatever the locale says, as a file export is.
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
     try:
-        transfer.write_records(records, out)
+        mem.export(ME, out, with_embeddings=with_embeddings)
         out.flush()
     except BrokenPipeError:
         # `embornal memory export | head`: the reader left. One line, no traceback,
@@ -491,21 +493,18 @@ def memory_import(
     a path tag the memory has keeps its value; missing policies are added. Facts
     keep their owners, times and recall state.
     """
-    config = settings()
-    # Every line is checked before the write lock is taken.
+    # Every line is checked (by the use case) before the write lock is taken.
     try:
-        if str(file) == "-":
-            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-            data = transfer.read_export(stdin, config.limits)
-        else:
-            with file.open(encoding="utf-8") as lines:
-                data = transfer.read_export(lines, config.limits)
+        with memory() as mem:
+            if str(file) == "-":
+                report = mem.import_lines(ME, io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8"))
+            else:
+                with file.open(encoding="utf-8") as lines:
+                    report = mem.import_lines(ME, lines)
     except OSError as exc:
         raise EmbornalError(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise EmbornalError(f"{file} is not UTF-8 text") from None
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        report = transfer.import_memory(conn, ctx, data)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -520,15 +519,6 @@ def memory_import(
             f"{report.facts_waiting_for_embedding} facts wait for embedding: "
             "run `embornal memory reindex`"
         )
-
-
-@contextmanager
-def runtime_for_reindex(rebuild: bool) -> Iterator[Runtime]:
-    rt = open_runtime(settings(), check_width=not rebuild)
-    try:
-        yield rt
-    finally:
-        rt.close()
 
 
 # --- model -------------------------------------------------------------------
@@ -563,7 +553,7 @@ def model_use(
         data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
     data.setdefault("embedding", {})
     data["embedding"] = {**(data["embedding"] or {}), "model": spec.name, "width": spec.width}
-    config_file.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(config_file.parent)
     config_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     state.settings = None
     config = settings()  # validated again, env overrides included
@@ -597,31 +587,31 @@ def model_info_command(
 @policy_app.command("list")
 def policy_list(as_json: JsonOpt = False) -> None:
     """List the policy lines."""
-    with runtime() as rt, rt.reading() as (conn, ctx):
-        lines = policy_service.list_policies(conn, ctx)
+    with memory() as mem:
+        lines = mem.list_policies(ME)
     if as_json:
-        emit_json({"policies": [line.as_dict() for line in lines]})
+        emit_json({"policies": lines})
         return
     for line in lines:
-        typer.echo(str(line))
+        typer.echo(str(line["line"]))
 
 
 @policy_app.command("add")
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        added = policy_service.add_policy(conn, ctx, line)
-    typer.echo(f"added: {added}")
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
+    with memory() as mem:
+        added = mem.add_policy(ME, line)
+    typer.echo(f"added: {added['line']}")
 
 
 @policy_app.command("remove")
 def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
     """Remove a policy line."""
-    with runtime() as rt, rt.writing() as (conn, ctx):
-        removed = policy_service.remove_policy(conn, ctx, line)
-    typer.echo(f"removed: {removed}")
+    with memory() as mem:
+        removed = mem.remove_policy(ME, line)
+    typer.echo(f"removed: {removed['line']}")
 
 
 def main() -> None:
@@ -631,6 +621,10 @@ def main() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
+    except SubjectIsRole as exc:
+        # The owner at the console may know why (a server tells a client nothing).
+        typer.echo(f"error: {exc.reason}", err=True)
+        sys.exit(1)
     except EmbornalError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         sys.exit(1)

@@ -21,13 +21,15 @@ from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
 from app import __version__
-from app.api.limits import BodyLimitMiddleware
+from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
 from app.runtime import Runtime, open_runtime
+from app.services.embed_worker import start_worker
 from app.settings import Settings
+from app.usecases.memory import Memory
 
 DESCRIPTION = (
     "A memory of small facts for AI agents: store one fact at a time, find it again "
@@ -50,15 +52,22 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
         rt = runtime or open_runtime(settings, load_model=True)
+        worker = None
         try:
             app.state.runtime = rt
+            app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
             # The vector index is in memory before the server takes a request: no
             # /readyz says ready, and no first search pays for the load (~1 s at a
             # million facts: one read of facts_vec, see app.services.vector_index).
             await anyio.to_thread.run_sync(rt.load_vector_index)
+            # With a model, facts waiting for one (the /memory starter facts, imports,
+            # stores made without a model) are embedded in the background.
+            worker = app.state.embed_worker = start_worker(rt)
             yield
         finally:
+            if worker is not None:
+                worker.stop()
             if owned:
                 rt.close()
 
@@ -69,12 +78,12 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.clock = clock
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry
     registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
     install_problem_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))

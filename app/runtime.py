@@ -1,24 +1,23 @@
 """Open the memory the way every entry point does: settings, engine, schema, rules, model.
 
 The CLI and the HTTP app both start here, so a width disagreement or a config
-mistake stops either one the same way.
+mistake stops either one the same way. A Runtime holds what is built once per
+process; app.usecases.memory.Memory runs the verbs on it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
+from app.embeddings.query_cache import QueryCache
 from app.services import vector_index
-from app.services.context import Context
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -38,25 +37,7 @@ class Runtime:
     model_problem: str | None = None  # why there is no embedder, for readiness
     model_load_seconds: float | None = None
     vector_index: VectorIndex = field(default_factory=VectorIndex)
-
-    def context(self, conn: Connection, subject: str) -> Context:
-        return Context(
-            subject=subject,
-            access=self.access.for_subject(conn, subject),
-            limits=self.settings.limits,
-            embedder=self.embedder,
-            model_problem=self.model_problem,
-        )
-
-    @contextmanager
-    def writing(self, subject: str = LOCAL_SUBJECT) -> Iterator[tuple[Connection, Context]]:
-        with write_transaction(self.engine) as conn:
-            yield conn, self.context(conn, subject)
-
-    @contextmanager
-    def reading(self, subject: str = LOCAL_SUBJECT) -> Iterator[tuple[Connection, Context]]:
-        with read_transaction(self.engine) as conn:
-            yield conn, self.context(conn, subject)
+    query_cache: QueryCache = field(default_factory=QueryCache)
 
     def verify_width(self) -> None:
         """Stop (StartupError) unless config, meta and the loaded model agree on the width."""
@@ -91,6 +72,7 @@ def open_runtime(
     *,
     load_model: bool = False,
     download: bool = False,
+    progress: bool = False,
     check_width: bool = True,
 ) -> Runtime:
     """Migrate to head, check the vector width, and (optionally) load the model once.
@@ -110,7 +92,7 @@ def open_runtime(
     if load_model:
         from app.services.embedding import attach_model
 
-        attach_model(runtime, download=download)
+        attach_model(runtime, download=download, progress=progress)
     if check_width:
         try:
             runtime.verify_width()

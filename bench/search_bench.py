@@ -49,6 +49,7 @@ from app.services.facts import NewFact
 from app.services.search import Query
 from app.services.visibility import visible_current
 from app.settings import Settings
+from app.usecases.memory import Memory, SearchRequest
 from bench import machine
 from bench.corpus import sentences
 
@@ -144,11 +145,11 @@ def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict
     Resumes a memory that holds fewer facts (an interrupted build)."""
     home.mkdir(parents=True, exist_ok=True)
     rt = open_runtime(settings_for(home))
+    memory = Memory(rt)
     started = time.perf_counter()
     have = fact_count(rt)
     if have == 0:
-        with write_transaction(rt.engine) as conn:
-            ctx = rt.context(conn, "default")
+        with memory.transaction("default", write=True) as (conn, ctx):
             for line in policies():
                 policy_service.add_policy(conn, ctx, line)
     for start in range(have, size, BATCH):
@@ -164,8 +165,7 @@ def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict
                 tags["secret"] = "yes"
             items.append(NewFact(f"/d{d}/s{s}", text, tags))
         blobs = [v.astype("<f4").tobytes() for v in vecs]
-        with write_transaction(rt.engine) as conn:
-            ctx = rt.context(conn, "default")
+        with memory.transaction("default", write=True) as (conn, ctx):
             fact_service.store_facts(conn, ctx, items, vectors=blobs)
         if (stop // BATCH) % 100 == 0:
             rate = (stop - have) / (time.perf_counter() - started)
@@ -209,10 +209,8 @@ def probe_restart(home: Path) -> None:
     t1 = time.perf_counter()
     rt.load_vector_index()
     t2 = time.perf_counter()
-    with rt.reading(SUBJECT) as (conn, ctx):
-        search_service.search(
-            conn, ctx, q="how a file is closed", index=rt.vector_index, mode="semantic", peek=True
-        )
+    request = SearchRequest(q="how a file is closed", mode="semantic", peek=True)
+    Memory(rt).search(SUBJECT, request)
     t3 = time.perf_counter()
     result = {
         "open_s": t1 - t0,
@@ -277,8 +275,7 @@ def over_http(home: Path, queries: list[str]) -> dict[str, Any]:
 
 def exact_top10(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[set[int]], int]:
     """The true 10 nearest visible facts of each query: every embedding, streamed."""
-    with read_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, SUBJECT)
+    with Memory(rt).transaction(SUBJECT) as (conn, ctx):
         visible = set(
             conn.execute(
                 select(facts.c.id).where(visible_current(ctx), facts.c.embedding.is_not(None))
@@ -326,13 +323,13 @@ def run_size(
     rt.load_vector_index()
     query_vectors = np.asarray(embedder.embed_documents(queries), dtype=np.float32)
 
+    memory = Memory(rt)
+
     def timed(mode: str, q: str) -> tuple[float, dict[str, Any]]:
-        with rt.reading(SUBJECT) as (conn, ctx):
-            t0 = time.perf_counter()
-            found = search_service.search(
-                conn, ctx, q=q, index=rt.vector_index, mode=mode, limit=10, peek=True
-            )
-            return time.perf_counter() - t0, found
+        # As the API does it (Memory.search): embed (its query cache included), rank, deliver.
+        t0 = time.perf_counter()
+        found = memory.search(SUBJECT, SearchRequest(q=q, mode=mode, limit=10, peek=True))
+        return time.perf_counter() - t0, found
 
     semantic_results: list[set[int]] = []
     for mode in ("keyword", "semantic", "hybrid"):
@@ -366,7 +363,7 @@ def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
             search_service.POOL_SHARE = share
             times, got = [], []
             for vector in query_vectors:
-                with rt.reading(SUBJECT) as (conn, ctx):
+                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
                     query = Query("", "semantic", 10, vector)
                     t0 = time.perf_counter()
                     ranking = search_service.rank(conn, ctx, query, rt.vector_index)

@@ -6,18 +6,18 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection
 
 from app.db import migrate
-from app.db.engine import make_engine, write_transaction
+from app.db.engine import make_engine
 from app.dirs import Dirs
 from app.runtime import Runtime, open_runtime
 from app.services.context import Context
 from app.settings import Settings
+from app.usecases.memory import Memory
 
 TEST_WIDTH = 64
 DAY = 86_400.0
@@ -78,15 +78,16 @@ def rt(settings: Settings) -> Iterator[Runtime]:
 
 
 class Actor:
-    """Runs service calls as one subject, each in its own write transaction."""
+    """Runs service calls as one subject, each in its own write transaction, and the
+    use cases (`actor.memory`) on the same clock."""
 
     def __init__(self, runtime: Runtime, subject: str, clock: FakeClock) -> None:
         self.runtime, self.subject, self.clock = runtime, subject, clock
+        self.memory = Memory(runtime, clock=clock)
 
     @contextmanager
     def tx(self) -> Iterator[tuple[Connection, Context]]:
-        with write_transaction(self.runtime.engine) as conn:
-            ctx = replace(self.runtime.context(conn, self.subject), clock=self.clock)
+        with self.memory.transaction(self.subject, write=True) as (conn, ctx):
             yield conn, ctx
 
 

@@ -7,10 +7,8 @@ from pathlib import Path
 import pytest
 
 from app.runtime import open_runtime
-from app.services import embedding as embedding_service
-from app.services import facts as fact_service
-from app.services import search as search_service
 from app.services.facts import NewFact
+from app.usecases.memory import Memory, SearchRequest
 from tests.conftest import make_settings
 
 FACTS = [
@@ -31,20 +29,15 @@ def memory(tmp_path_factory: pytest.TempPathFactory):
     settings = make_settings(home, embedding={"model": "minilm-l6", "width": 384})
     rt = open_runtime(settings, load_model=True)
     assert rt.embedder is not None, rt.model_problem
-    vectors = embedding_service.embed_for_store(rt.embedder, FACTS)
-    with rt.writing() as (conn, ctx):
-        stored = fact_service.store_facts(
-            conn, ctx, [NewFact("/team", text) for text in FACTS], vectors=vectors
-        )
+    stored = Memory(rt).store_batch("default", [NewFact("/team", text) for text in FACTS])
+    assert all(fact["embedded"] for fact in stored)
     yield rt, {fact["content"]: fact["id"] for fact in stored}
     rt.close()
 
 
 def search(rt, q: str, mode: str) -> list[int]:
-    with rt.writing() as (conn, ctx):
-        found = search_service.search(
-            conn, ctx, q=q, index=rt.vector_index, mode=mode, limit=5, peek=True
-        )
+    request = SearchRequest(q=q, mode=mode, limit=5, peek=True)  # type: ignore[arg-type]
+    found = Memory(rt).search("default", request)
     return [r["fact"]["id"] for r in found["results"]]
 
 

@@ -9,9 +9,10 @@ atomic write.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import hashlib
+import hmac
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +22,10 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app import b64url
 from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
-from app.db.tables import effective_fact_tags, fact_tags, facts, paths
+from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.services import paths as path_service
 from app.services import vector_index
@@ -48,6 +50,7 @@ from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
 MAX_LIMIT = 100
+MAX_ID = 2**63 - 1  # SQLite integers are signed 64-bit (app.schemas.facts says the same)
 Sort = Literal["created", "strength"]
 
 
@@ -59,6 +62,11 @@ class NewFact:
     supersedes_id: int | None = None
 
 
+@dataclass(frozen=True)
+class CheckedFact(NewFact):
+    """A NewFact that validate_new_facts folded and checked: storing it checks nothing twice."""
+
+
 def _time(value: float | None) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value is not None else None
 
@@ -66,25 +74,30 @@ def _time(value: float | None) -> datetime | None:
 # --- reading -----------------------------------------------------------------
 
 
-def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
-    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
-    links: list[dict[str, Any]] = []
-    seen: set[str] = set()
+def _link_paths(content: str) -> list[str]:
+    """The folded paths of [[/path]] links, first occurrence first; not-paths skipped."""
+    out: list[str] = []
     for raw in LINK.findall(content):
         try:
             path = fold_path(raw)
         except InvalidInput:
             continue  # not a path: the text stays as written, there is no link
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            path_service.describe_path(conn, ctx, path)
-            exists = True
-        except NotFound:
-            exists = False
-        links.append({"path": path, "exists": exists})
-    return links
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
+    return links_of(conn, ctx, [content])[0]
+
+
+def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """parse_links for a page of facts at once: one visibility check for all their links."""
+    per_fact = [_link_paths(content) for content in contents]
+    wanted = {path for links in per_fact for path in links}
+    visible = path_service.visible_nodes(conn, ctx, wanted) if wanted else {}
+    return [[{"path": p, "exists": p in visible} for p in links] for links in per_fact]
 
 
 def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -114,7 +127,16 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         ).where(effective_fact_tags.c.fact_id.in_(ids))
     ):
         effective[fid][key] = value
+    # Neighbours in the supersede chain show only when the subject may read them: a
+    # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
+    # trace a hidden successor leaves, and it tells no more than the fact's absence
+    # from default listings (and a 409 on a second supersede) already does.
     successor = SUCCESSOR
+    superseded = set(
+        conn.execute(
+            select(successor.c.supersedes_id).where(successor.c.supersedes_id.in_(ids))
+        ).scalars()
+    )
     successors = {
         old: new
         for old, new in conn.execute(
@@ -124,6 +146,19 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
             )
         )
     }
+    older_ids = {row.supersedes_id for row in rows.values() if row.supersedes_id is not None}
+    readable_older = (
+        set(
+            conn.execute(
+                select(facts.c.id).where(facts.c.id.in_(older_ids), readable(ctx))
+            ).scalars()
+        )
+        if older_ids
+        else set()
+    )
+    links = dict(
+        zip(rows, links_of(conn, ctx, [row.content for row in rows.values()]), strict=True)
+    )
     out = []
     for fid in ids:
         row = rows.get(fid)
@@ -138,9 +173,12 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
                 "owner": row.owner,
                 "tags": dict(sorted(own[fid].items())),
                 "effective_tags": dict(sorted(effective[fid].items())),
-                "links": parse_links(conn, ctx, row.content),
-                "supersedes_id": row.supersedes_id,
+                "links": links[fid],
+                "supersedes_id": (
+                    row.supersedes_id if row.supersedes_id in readable_older else None
+                ),
                 "superseded_by_id": successors.get(fid),
+                "superseded": fid in superseded,
                 "deleted_at": _time(row.deleted_at),
                 "created_at": _time(row.created_at),
                 "last_recall_at": _time(row.last_recall_at),
@@ -190,18 +228,38 @@ def get_fact(
     return hydrate(conn, ctx, [fact_id])[0]
 
 
+# Built once, as SUCCESSOR is: the read fragment is cached per column object.
+_OLDER = facts.alias("older")
+_NEWER = facts.alias("newer")
+
+
 def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
-    """The whole supersede chain through `fact_id`, oldest first, deleted facts included."""
+    """The supersede chain through `fact_id`, oldest first, deleted facts included.
+
+    The walk steps only through facts the subject may read, and stops at a hidden
+    one: a chain visible-hidden-visible shows one side of the hidden fact, never the
+    other, as the link between them exists only through the hidden fact.
+    """
     _readable_row(conn, ctx, fact_id, include_deleted=True)
-    back = select(facts.c.id, facts.c.supersedes_id).where(facts.c.id == fact_id)
-    back_cte = back.cte("back", recursive=True)
-    older = facts.alias("older")
+    older, newer = _OLDER, _NEWER
+    back_cte = (
+        select(facts.c.id, facts.c.supersedes_id)
+        .where(facts.c.id == fact_id)
+        .cte("back", recursive=True)
+    )
     back_cte = back_cte.union_all(
-        select(older.c.id, older.c.supersedes_id).where(older.c.id == back_cte.c.supersedes_id)
+        select(older.c.id, older.c.supersedes_id).where(
+            older.c.id == back_cte.c.supersedes_id,
+            ctx.access.read_clause(older.c.id, older.c.path_id),
+        )
     )
     fwd_cte = select(facts.c.id).where(facts.c.id == fact_id).cte("fwd", recursive=True)
-    newer = facts.alias("newer")
-    fwd_cte = fwd_cte.union_all(select(newer.c.id).where(newer.c.supersedes_id == fwd_cte.c.id))
+    fwd_cte = fwd_cte.union_all(
+        select(newer.c.id).where(
+            newer.c.supersedes_id == fwd_cte.c.id,
+            ctx.access.read_clause(newer.c.id, newer.c.path_id),
+        )
+    )
     chain = select(back_cte.c.id).union(select(fwd_cte.c.id))
     ids = (
         conn.execute(
@@ -218,10 +276,17 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]
 # --- writing -----------------------------------------------------------------
 
 
-def fact_resource(conn: Connection, path: str, own_tags: Mapping[str, str]) -> Resource:
-    """The object a write is about: its node, inherited tags under its own tags."""
-    inherited = path_service.path_resource(conn, path).tags
-    return Resource(path, {**inherited, **own_tags})
+def may_store(conn: Connection, ctx: Context, path: str, own_tags: Mapping[str, str]) -> bool:
+    """May the subject store a fact with `own_tags` at `path`?
+
+    Only a path rule grants `write` (the model's mayGrant): the writer chooses the
+    tags. Tag rules deny, and they are asked twice: of the fact as it would be
+    (its own tags over inherited ones) and of the node as it is, so that a deny on
+    a tag the node carries is not dodged by giving the fact another value for it.
+    """
+    node = path_service.path_resource(conn, path)
+    fact = Resource(path, {**node.tags, **own_tags})
+    return ctx.access.can("write", fact) and ctx.access.can("write", node)
 
 
 def _existing_resource(conn: Connection, fact_id: int) -> Resource:
@@ -236,8 +301,10 @@ def _existing_resource(conn: Connection, fact_id: int) -> Resource:
     return Resource(path, {k: v for k, v in tags})
 
 
-def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
-    return NewFact(
+def _checked_fact(item: NewFact, limits: LimitsSettings) -> CheckedFact:
+    if isinstance(item, CheckedFact):
+        return item
+    return CheckedFact(
         path=fold_path(item.path),
         content=check_content(item.content, limits.content_chars),
         tags=check_tags(item.tags, limits.tags_per_fact),
@@ -247,9 +314,9 @@ def _checked_fact(item: NewFact, limits: LimitsSettings) -> NewFact:
 
 def validate_new_facts(
     items: Sequence[NewFact], limits: LimitsSettings, *, error_prefix: Sequence[Any] = ()
-) -> list[NewFact]:
-    """Fold and check facts before anything is written (the API also runs it before
-    embedding, so bad input costs no model time)."""
+) -> list[CheckedFact]:
+    """Fold and check facts before anything is written (the use case runs it before
+    embedding, so bad input costs no model time). Checked facts pass through as they are."""
     if len(items) > limits.batch_facts:
         message = f"a batch holds at most {limits.batch_facts} facts, not {len(items)}"
         raise InvalidInput(message, errors=[{"loc": list(error_prefix), "msg": message}])
@@ -278,7 +345,8 @@ def store_facts(
 ) -> list[dict[str, Any]]:
     """Store facts all or nothing; `vectors[i]` is the embedding of item i, or None.
 
-    The memory writes the owner column and the owner tag from the subject; a store
+    Items that are not yet CheckedFacts are validated here. The memory writes the
+    owner column and the owner tag from the subject; a store
     that carries an owner tag was refused by validation before anything was written.
     """
     checked = validate_new_facts(items, ctx.limits, error_prefix=error_prefix)
@@ -297,7 +365,7 @@ def store_facts(
         own_tags = {**item.tags, OWNER_KEY: ctx.subject}
         decision = (item.path, tuple(sorted(own_tags.items())))
         if decision not in allowed:
-            if not ctx.access.can("write", fact_resource(conn, item.path, own_tags)):
+            if not may_store(conn, ctx, item.path, own_tags):
                 raise Forbidden(f"{ctx.subject} may not write at {item.path}")
             allowed.add(decision)
         path_id = path_ids.get(item.path)
@@ -337,7 +405,12 @@ def store_fact(
 
 
 def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
-    """Superseding changes the old fact: it must be readable, current and writable."""
+    """Superseding changes the old fact: it must be readable, current and writable.
+
+    Writable as a store is: a path rule on the old fact's node grants it, a tag rule
+    on its effective tags can only deny, so `owner=<subject>` does not let a subject
+    retire its old facts in places where it may no longer write.
+    """
     _readable_row(conn, ctx, old_id, include_deleted=False)
     taken = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old_id)).scalar()
     if taken is not None:
@@ -378,24 +451,67 @@ def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> dict[str, Any]:
 # --- listing -----------------------------------------------------------------
 
 
-def _encode_cursor(data: dict[str, Any]) -> str:
-    raw = json.dumps(data, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+# Cursors are signed (HMAC-SHA256) with the database's own key from `meta`
+# (migration 0003), so any process on the database accepts them and nobody else can
+# make one: a cursor is opaque to clients, and one the server did not make is a 422.
+CURSOR_KEY = "cursor_key"
+_CURSOR_CONTEXT = b"embornal cursor v1\x00"  # this key signs nothing else, but say what
+_BAD_CURSOR = "cursor is not one this listing gave out (or the sort changed)"
 
 
-def _decode_cursor(cursor: str, sort: str) -> dict[str, Any]:
+def _cursor_key(conn: Connection) -> bytes:
+    value = conn.execute(select(meta.c.value).where(meta.c.key == CURSOR_KEY)).scalar()
+    if not value:
+        raise RuntimeError("meta holds no cursor key: the database is not at head")
+    return bytes.fromhex(value)
+
+
+def _cursor_mac(key: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, _CURSOR_CONTEXT + payload, hashlib.sha256).digest()
+
+
+def _encode_cursor(conn: Connection, data: dict[str, Any]) -> str:
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+    return f"{b64url.encode(payload)}.{b64url.encode(_cursor_mac(_cursor_key(conn), payload))}"
+
+
+def _decode_cursor(conn: Connection, cursor: str, sort: str) -> dict[str, Any]:
+    """The position a cursor of ours holds, or InvalidInput naming `cursor`.
+
+    The signature is checked before the payload is parsed at all; the payload's
+    values are checked again after it, so even a cursor made by a buggy older
+    build cannot reach SQL with a value SQLite cannot hold.
+    """
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        encoded_payload, dot, encoded_mac = cursor.partition(".")
+        if not dot:
+            raise ValueError("no signature")
+        payload, mac = b64url.decode(encoded_payload), b64url.decode(encoded_mac)
+        if not hmac.compare_digest(mac, _cursor_mac(_cursor_key(conn), payload)):
+            raise ValueError("bad signature")
+        data = json.loads(payload, parse_constant=_no_constant)
         if not isinstance(data, dict) or data.get("sort") != sort:
-            raise ValueError
-        int(data["id"])
-        float(data.get("key", 0))
-        float(data.get("now", 0))
+            raise ValueError("another listing's cursor")
+        if not _is_int(data.get("id"), 1, MAX_ID):
+            raise ValueError("id out of range")
+        if sort == "strength" and not (_is_finite(data.get("key")) and _is_finite(data.get("now"))):
+            raise ValueError("strength position is not a finite number")
         return data
-    except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError):
-        message = "cursor is not one this listing gave out (or the sort changed)"
-        raise InvalidInput(message, errors=[{"loc": ["cursor"], "msg": message}]) from None
+    except (ValueError, RecursionError):
+        # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
+        raise InvalidInput(_BAD_CURSOR, errors=[{"loc": ["cursor"], "msg": _BAD_CURSOR}]) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _is_finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def subtree_filter(raw_under: str | None) -> Any | None:
@@ -427,20 +543,25 @@ def list_facts(
     ctx: Context,
     *,
     under: str | None = None,
+    at: str | None = None,
     tags: Sequence[str] | None = None,
     sort: Sort = "created",
     limit: int = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:
-    """Browse current facts (not a recall): newest first, or strongest first."""
+    """Browse current facts (not a recall): newest first, or strongest first; of the
+    subtree `under`, or of the one node `at` (not below it)."""
     check_limit(limit)
-    position = _decode_cursor(cursor, sort) if cursor else None
+    position = _decode_cursor(conn, cursor, sort) if cursor else None
     # A strength listing keeps the clock of its first page, so pages never overlap.
     now = float(position["now"]) if position and sort == "strength" else ctx.clock()
     query = select(facts.c.id).where(readable(ctx), current_only(), *tag_filters(tags))
     scope = subtree_filter(under)
     if scope is not None:
         query = query.where(scope)
+    if at is not None:
+        node = select(paths.c.id).where(paths.c.path == fold_path(at, field="at"))
+        query = query.where(facts.c.path_id == node.scalar_subquery())
     if sort == "strength":
         decay = decay_sql(now)
         query = query.add_columns(decay.label("key")).order_by(decay, facts.c.id)
@@ -459,7 +580,7 @@ def list_facts(
         data: dict[str, Any] = {"sort": sort, "id": last_row.id}
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
-        next_cursor = _encode_cursor(data)
+        next_cursor = _encode_cursor(conn, data)
     return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}
 
 

@@ -1,7 +1,7 @@
 """facts_vec holds what search reads: each fact's cell and sign-bit code.
 
 Revision ID: 0004
-Revises: 0001
+Revises: 0003
 Create Date: 2026-12-02
 
 Until now facts_vec was a vec0 table holding a second float32 copy of every
@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0004"
-down_revision: str | None = "0001"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -28,6 +28,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services.facts import NewFact
+from app.usecases.memory import Memory as UseCases
 from tests.conftest import Actor
 
 MakeActor = Callable[..., Actor]
@@ -38,13 +39,13 @@ EVERYONE_PUBLIC = "p, everyone, tag:visibility=public, read, allow"
 
 
 def add(rt: Runtime, *lines: str) -> None:
-    with rt.writing("default") as (conn, ctx):
+    with UseCases(rt).transaction("default", write=True) as (conn, ctx):
         for line in lines:
             policy_service.add_policy(conn, ctx, line)
 
 
 def remove(rt: Runtime, *lines: str) -> None:
-    with rt.writing("default") as (conn, ctx):
+    with UseCases(rt).transaction("default", write=True) as (conn, ctx):
         for line in lines:
             policy_service.remove_policy(conn, ctx, line)
 
@@ -63,7 +64,7 @@ class Memory:
 
     def seen(self, subject: str) -> set[str]:
         """The labels `subject` may read; the SQL fragment and Casbin must agree."""
-        with self.rt.reading(subject) as (conn, ctx):
+        with UseCases(self.rt).transaction(subject) as (conn, ctx):
             clause = ctx.access.read_clause(facts.c.id, facts.c.path_id)
             by_sql = set(conn.execute(select(facts.c.id).where(clause)).scalars())
             by_casbin = {i for i in self.ids.values() if ctx.access.can("read", resource(conn, i))}
@@ -73,7 +74,7 @@ class Memory:
 
     def listed(self, subject: str) -> set[str]:
         """The labels list_facts hands to `subject` (its own facts only)."""
-        with self.rt.reading(subject) as (conn, ctx):
+        with UseCases(self.rt).transaction(subject) as (conn, ctx):
             page = fact_service.list_facts(conn, ctx, limit=100)
         return {f["content"] for f in page["facts"] if f["id"] in self.ids.values()}
 
@@ -196,7 +197,7 @@ def test_no_policy_means_no_access(rt: Runtime, memory: Memory) -> None:
     assert memory.seen("nobody") == {"public"}  # through everyone, nothing else
     remove(rt, EVERYONE_PUBLIC)
     assert memory.seen("nobody") == set()
-    with rt.reading("nobody") as (conn, ctx):
+    with UseCases(rt).transaction("nobody") as (conn, ctx):
         assert ctx.access.rules("read") == []
         # Not even the /memory facts: no fact at all.
         clause = ctx.access.read_clause(facts.c.id, facts.c.path_id)
@@ -227,7 +228,7 @@ def test_an_owner_tag_on_a_path_never_reaches_a_fact(
     memory.store("default's", "/shared", owner="default")
     assert memory.seen("alice") == set()
     assert memory.seen("bob") == {"bob's"}
-    with rt.reading() as (conn, _ctx):
+    with UseCases(rt).transaction() as (conn, _ctx):
         assert effective_tags(conn, memory.ids["bob's"])["owner"] == "bob"
         assert effective_tags(conn, memory.ids["default's"])["owner"] == "default"
 
@@ -278,7 +279,7 @@ def test_everyone_is_every_subject_s_role_without_a_g_line(
     assert memory.seen("zed") == {"public", "open", "library"}
     # A deny for everyone holds for default too, its path:/* allow notwithstanding.
     assert "secret" not in memory.seen("default")
-    with rt.reading("zed") as (_conn, ctx):
+    with UseCases(rt).transaction("zed") as (_conn, ctx):
         assert ctx.access.principals == {"zed", "everyone", "readers"}
 
 
@@ -305,7 +306,7 @@ def test_a_role_chain_deeper_than_casbin_follows_grants_nothing(
 
 
 def test_policies_need_the_admin_role(rt: Runtime) -> None:
-    with rt.writing("alice") as (conn, ctx), pytest.raises(Forbidden):
+    with UseCases(rt).transaction("alice", write=True) as (conn, ctx), pytest.raises(Forbidden):
         policy_service.add_policy(conn, ctx, "p, alice, path:/*, read, allow")
 
 
@@ -385,7 +386,7 @@ def test_g_lines_parse() -> None:
 
 
 def test_the_service_refuses_a_bad_line_and_stores_nothing(rt: Runtime) -> None:
-    with rt.writing("default") as (conn, ctx):
+    with UseCases(rt).transaction("default", write=True) as (conn, ctx):
         before = policy_service.list_policies(conn, ctx)
         with pytest.raises(InvalidInput):
             policy_service.add_policy(conn, ctx, "p, alice, /work/*, read, allow")
@@ -395,7 +396,7 @@ def test_the_service_refuses_a_bad_line_and_stores_nothing(rt: Runtime) -> None:
 def test_a_malformed_stored_rule_grants_nothing(rt: Runtime, memory: Memory) -> None:
     # A row written around the service (an import, a hand edit) must not open anything.
     memory.store("plan", "/work/plan")
-    with rt.writing("default") as (conn, _ctx):
+    with UseCases(rt).transaction("default", write=True) as (conn, _ctx):
         conn.exec_driver_sql(
             "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
             "VALUES ('p', 'mallory', '/work/*', 'read', 'allow')"

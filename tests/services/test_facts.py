@@ -14,6 +14,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services.context import Context
 from app.services.facts import NewFact
+from app.usecases.memory import Memory
 
 
 def count(conn, table) -> int:
@@ -164,6 +165,32 @@ def test_links_are_parsed_on_read(actor) -> None:
     ]
 
 
+def test_hydrating_a_page_costs_the_same_queries_for_2_facts_or_20(actor) -> None:
+    from sqlalchemy import event
+
+    me = actor()
+    with me.tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn,
+            ctx,
+            [
+                NewFact(f"/h/{i}", f"fact {i} links [[/h/{i + 1}]] and [[/memory]]")
+                for i in range(20)
+            ],
+        )
+    ids = [fact["id"] for fact in stored]
+
+    def statements(page: list[int]) -> int:
+        seen: list[str] = []
+        with me.tx() as (conn, ctx):
+            event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
+            hydrated = fact_service.hydrate(conn, ctx, page)
+        assert [fact["id"] for fact in hydrated] == page
+        return len(seen)
+
+    assert statements(ids) == statements(ids[:2])
+
+
 def test_one_level_listing_of_a_path(actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
@@ -185,9 +212,7 @@ def test_two_concurrent_recalls_both_count(actor, rt) -> None:
     def recall() -> None:
         try:
             barrier.wait()
-            with write_transaction(rt.engine) as conn:
-                ctx = rt.context(conn, "default")
-                fact_service.recall_fact(conn, ctx, fact_id)
+            Memory(rt).recall("default", fact_id)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -258,7 +283,34 @@ def test_content_limits(actor) -> None:
 
 
 def test_context_is_plain_data(rt) -> None:
-    with write_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "default")
-    assert isinstance(ctx, Context)
+    with Memory(rt).transaction("default") as (_conn, ctx):
+        assert isinstance(ctx, Context)
     assert ctx.access.is_admin
+
+
+def test_neighbours_show_only_when_readable(actor) -> None:
+    """Service level of the BOLA test: a pointer to a hidden fact is None, the flag stays,
+    and history neither shows nor walks through the hidden fact."""
+    from app.services import policies as policy_service
+
+    with actor().tx() as (conn, ctx):
+        policy_service.add_policy(conn, ctx, "p, bob, path:/open/*, read, allow")
+        first = fact_service.store_fact(conn, ctx, NewFact("/open", "v1"))
+        hidden = fact_service.store_fact(
+            conn, ctx, NewFact("/closed", "v2", supersedes_id=first["id"])
+        )
+        last = fact_service.store_fact(
+            conn, ctx, NewFact("/open", "v3", supersedes_id=hidden["id"])
+        )
+        middle = fact_service.hydrate(conn, ctx, [hidden["id"]])[0]
+    assert (middle["supersedes_id"], middle["superseded_by_id"]) == (first["id"], last["id"])
+    with actor("bob").tx() as (conn, ctx):
+        old, new = fact_service.hydrate(conn, ctx, [first["id"], last["id"]])
+        chains = [fact_service.history(conn, ctx, fid) for fid in (first["id"], last["id"])]
+        listing = fact_service.list_facts(conn, ctx, under="/open")
+        with pytest.raises(NotFound):
+            fact_service.history(conn, ctx, hidden["id"])
+    assert (old["superseded"], old["superseded_by_id"]) == (True, None)
+    assert (new["supersedes_id"], new["superseded"]) == (None, False)
+    assert [[f["id"] for f in chain] for chain in chains] == [[first["id"]], [last["id"]]]
+    assert [f["id"] for f in listing["facts"]] == [last["id"]]

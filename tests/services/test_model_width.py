@@ -18,6 +18,7 @@ from app.runtime import open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services.facts import NewFact
+from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH, make_settings
 from tests.onnx_factory import make_tiny_model_dir, tiny_spec
 
@@ -49,8 +50,7 @@ def test_start_refuses_a_model_of_another_width_naming_three_numbers(settings, t
 def test_reindex_rebuild_moves_the_memory_to_the_new_width(settings, tiny_model):
     home = settings.dirs.data_dir
     rt = open_runtime(settings)
-    with write_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "default")
+    with Memory(rt).transaction("default", write=True) as (conn, ctx):
         vectors = embedding_service.embed_for_store(FakeEmbedder(TEST_WIDTH), ["old width"])
         fact_service.store_fact(conn, ctx, NewFact("/w", "old width"), vector=vectors[0])
     rt.close()
@@ -95,8 +95,7 @@ class FailingAfter:
 
 
 def test_reindex_survives_interruption(rt) -> None:
-    with write_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, "default")
+    with Memory(rt).transaction("default", write=True) as (conn, ctx):
         fact_service.store_facts(conn, ctx, [NewFact("/q", f"queued {i}") for i in range(25)])
     with read_transaction(rt.engine) as conn:
         before = embedding_service.pending_count(conn)

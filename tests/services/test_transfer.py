@@ -24,6 +24,7 @@ from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services import transfer
 from app.services.facts import NewFact
+from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH, FakeClock, make_settings
 
 
@@ -33,7 +34,7 @@ def vector(seed: int) -> bytes:
 
 def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
     out = io.StringIO()
-    with rt.reading() as (conn, ctx):
+    with Memory(rt).transaction() as (conn, ctx):
         transfer.write_records(
             transfer.export_memory(conn, ctx, with_embeddings=with_embeddings), out
         )
@@ -42,12 +43,12 @@ def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
 
 def import_lines(rt: Runtime, lines: list[str]) -> transfer.ImportReport:
     data = transfer.read_export(lines, rt.settings.limits)
-    with rt.writing() as (conn, ctx):
+    with Memory(rt).transaction(write=True) as (conn, ctx):
         return transfer.import_memory(conn, ctx, data)
 
 
 def count_facts(rt: Runtime) -> int:
-    with rt.reading() as (conn, _ctx):
+    with Memory(rt).transaction() as (conn, _ctx):
         return conn.execute(select(func.count()).select_from(facts)).scalar_one()
 
 
@@ -126,7 +127,7 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
     }
 
     # The restored memory works: keyword index, vectors, history, effective tags.
-    with other.reading() as (conn, ctx):
+    with Memory(other).transaction() as (conn, ctx):
         hits = conn.exec_driver_sql(
             "SELECT rowid FROM facts_fts WHERE facts_fts MATCH 'grey'"
         ).all()
@@ -166,7 +167,7 @@ def test_vectors_of_another_width_are_left_for_reindex(rich: Runtime, other: Run
     assert report.facts_waiting_for_embedding == sum(
         1 for r in records if r["type"] == "fact" and r["deleted_at"] is None
     )
-    with other.reading() as (conn, _ctx):
+    with Memory(other).transaction() as (conn, _ctx):
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 0
 
 
@@ -186,7 +187,7 @@ def test_importing_twice_changes_nothing_the_second_time(rich: Runtime, other: R
 def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     rich: Runtime, other: Runtime, clock: FakeClock
 ) -> None:
-    with other.writing() as (conn, ctx):
+    with Memory(other).transaction(write=True) as (conn, ctx):
         ctx = replace(ctx, clock=clock)
         own = fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
         path_service.set_path_tags(conn, ctx, "/team", {"visibility": "private"})
@@ -198,7 +199,7 @@ def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     assert report.facts_skipped == seed and report.facts_added == len(file_facts) - seed
     assert report.path_tags_kept == 1  # /team keeps visibility=private: existing wins
 
-    with other.reading() as (conn, ctx):
+    with Memory(other).transaction() as (conn, ctx):
         ids = dict(conn.execute(select(facts.c.content, facts.c.id)).all())
         imported = {f["content"] for f in file_facts[seed:]}
         assert all(ids[c] > own["id"] for c in imported)  # appended after what was there
@@ -253,6 +254,9 @@ BAD_LINES = [
     ({"supersedes_id": 999}, "no earlier line"),
     ({"created_at": "yesterday"}, "created_at"),
     ({"embedding": "%%%"}, "base64"),
+    ({"owner": "default\u200b"}, "control or format character (U+200B)"),
+    ({"owner": "cafe\u0301"}, "NFC"),
+    ({"tags": {"k": "v\u202e"}}, "control or format character (U+202E)"),
 ]
 
 
@@ -297,7 +301,7 @@ def test_a_restore_that_would_drop_the_admin_role_is_refused(rich: Runtime, othe
     lines[-1] = json.dumps({**ends, "policies": ends["policies"] - 1})
     with pytest.raises(InvalidInput, match="without the 'admin' role"):
         import_lines(other, lines)
-    with other.reading() as (conn, _ctx):
+    with Memory(other).transaction() as (conn, _ctx):
         assert transfer.is_fresh(conn)
 
 
@@ -381,3 +385,29 @@ def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) 
     assert report.facts == 7 and target.stat().st_size > 0
     with pytest.raises(InvalidInput, match="live memory"):
         transfer.backup_database(rt.engine, rt.settings.database_path, force=True)
+
+
+def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
+    rich: Runtime, other: Runtime
+) -> None:
+    # In this order add_policy takes them; an export lists p lines first, and the
+    # role hierarchy's upper line before a membership of the lower role may come.
+    with Memory(rich).transaction(write=True) as (conn, ctx):
+        for line in (
+            "g, dana, team",
+            "p, team, path:/team/*, read, allow",
+            "g, team, staff",
+            "p, staff, path:/projects/*, read, allow",
+        ):
+            policy_service.add_policy(conn, ctx, line)
+    lines = export_lines(rich)
+    policies = [json.loads(line)["line"] for line in lines if '"type":"policy"' in line]
+    assert policies.index("p, team, path:/team/*, read, allow") < policies.index("g, dana, team")
+    # The hierarchy's lines swapped: `g, team, staff` first, which a naive import
+    # would take to make team a subject before `g, dana, team` makes it a role.
+    upper = next(i for i, line in enumerate(lines) if '"g, team, staff"' in line)
+    lower = next(i for i, line in enumerate(lines) if '"g, dana, team"' in line)
+    lines[upper], lines[lower] = lines[lower], lines[upper]
+    import_lines(other, lines)
+    with Memory(other).transaction("dana") as (_conn, ctx):
+        assert ctx.access.roles == ["everyone", "staff", "team"]

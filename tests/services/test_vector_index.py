@@ -17,6 +17,7 @@ from app.services import vector_index as vector_service
 from app.services.facts import NewFact
 from app.services.vector_index import VectorIndex, binary_codes
 from app.services.visibility import visible_current
+from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH
 
 
@@ -37,8 +38,7 @@ def store_vectors(rt: Runtime, vectors: np.ndarray, paths: list[str] | None = No
             NewFact(paths[start + k] if paths else "/v", f"fact {start + k}")
             for k in range(len(chunk))
         ]
-        with write_transaction(rt.engine) as conn:
-            ctx = rt.context(conn, "default")
+        with Memory(rt).transaction("default", write=True) as (conn, ctx):
             stored = fact_service.store_facts(
                 conn, ctx, items, vectors=[v.astype("<f4").tobytes() for v in chunk]
             )
@@ -47,8 +47,7 @@ def store_vectors(rt: Runtime, vectors: np.ndarray, paths: list[str] | None = No
 
 
 def exact_top(rt: Runtime, query: np.ndarray, k: int, subject: str = "default") -> list[int]:
-    with read_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, subject)
+    with Memory(rt).transaction(subject) as (conn, ctx):
         rows = conn.execute(
             select(facts.c.id, facts.c.embedding).where(
                 visible_current(ctx), facts.c.embedding.is_not(None)
@@ -59,8 +58,7 @@ def exact_top(rt: Runtime, query: np.ndarray, k: int, subject: str = "default") 
 
 
 def semantic(rt: Runtime, query: np.ndarray, k: int = 10, subject: str = "default", **kw):
-    with read_transaction(rt.engine) as conn:
-        ctx = rt.context(conn, subject)
+    with Memory(rt).transaction(subject) as (conn, ctx):
         q = search_service.Query("q", "semantic", k, query, **kw)
         return [fid for fid, _ in search_service.rank(conn, ctx, q, rt.vector_index).order]
 

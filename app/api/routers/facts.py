@@ -6,13 +6,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from app.api.deps import DbDep, RuntimeDep
+from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
 from app.services import facts as fact_service
-from app.services.embedding import embed_for_store
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
@@ -33,16 +32,12 @@ def _new(item: FactIn) -> fact_service.NewFact:
     status_code=status.HTTP_201_CREATED,
     response_model=Fact,
     operation_id="store_fact",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_fact(body: FactIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
+def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store one fact (superseding another with `supersedes_id`)."""
     with located("body"):
-        (item,) = fact_service.validate_new_facts([_new(body)], rt.settings.limits)
-    # Embed before taking the write lock: the model must not hold up other writers.
-    (vector,) = embed_for_store(rt.embedder, [item.content])
-    with located("body"), db.writing() as (conn, ctx):
-        return fact_service.store_fact(conn, ctx, item, vector=vector)
+        return memory.store(subject, _new(body))
 
 
 @router.post(
@@ -50,18 +45,12 @@ def store_fact(body: FactIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
     status_code=status.HTTP_201_CREATED,
     response_model=FactsOut,
     operation_id="store_facts_batch",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
+def store_facts_batch(body: BatchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store several facts, all or nothing."""
-    prefix = ["body", "facts"]
-    items = fact_service.validate_new_facts(
-        [_new(f) for f in body.facts], rt.settings.limits, error_prefix=prefix
-    )
-    vectors = embed_for_store(rt.embedder, [item.content for item in items])
-    with db.writing() as (conn, ctx):
-        stored = fact_service.store_facts(conn, ctx, items, vectors=vectors, error_prefix=prefix)
-    return {"facts": stored}
+    items = [_new(f) for f in body.facts]
+    return {"facts": memory.store_batch(subject, items, error_prefix=["body", "facts"])}
 
 
 @router.get(
@@ -71,7 +60,8 @@ def store_facts_batch(body: BatchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any
     responses=problems(*AUTHED),
 )
 def list_facts(
-    db: DbDep,
+    memory: MemoryDep,
+    subject: SubjectDep,
     under: UnderQuery = None,
     tag: TagQuery = None,
     sort: Annotated[
@@ -83,9 +73,9 @@ def list_facts(
     ] = None,
 ) -> dict[str, Any]:
     """List current facts (browsing, not a recall), with cursor pagination."""
-    with located("query"), db.reading() as (conn, ctx):
-        return fact_service.list_facts(
-            conn, ctx, under=under, tags=tag, sort=sort, limit=limit, cursor=cursor
+    with located("query"):
+        return memory.list_facts(
+            subject, under=under, tags=tag, sort=sort, limit=limit, cursor=cursor
         )
 
 
@@ -97,14 +87,13 @@ def list_facts(
 )
 def get_fact(
     fact_id: FactId,
-    db: DbDep,
+    memory: MemoryDep,
+    subject: SubjectDep,
     peek: Peek = False,
     include_deleted: Annotated[bool, Query(description="Show a deleted fact too")] = False,
 ) -> dict[str, Any]:
     """Read one fact by id (a recall, unless `peek`)."""
-    # A peek writes nothing: it needs no write lock.
-    with db.reading() if peek else db.writing() as (conn, ctx):
-        return fact_service.get_fact(conn, ctx, fact_id, peek=peek, include_deleted=include_deleted)
+    return memory.get(subject, fact_id, peek=peek, include_deleted=include_deleted)
 
 
 @router.delete(
@@ -114,10 +103,9 @@ def get_fact(
     operation_id="delete_fact",
     responses=problems(*AUTHED, 403, 404),
 )
-def delete_fact(fact_id: FactId, db: DbDep) -> None:
+def delete_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> None:
     """Delete a fact: it drops out of everything but history."""
-    with db.writing() as (conn, ctx):
-        fact_service.delete_fact(conn, ctx, fact_id)
+    memory.delete(subject, fact_id)
 
 
 @router.get(
@@ -126,10 +114,9 @@ def delete_fact(fact_id: FactId, db: DbDep) -> None:
     operation_id="get_fact_history",
     responses=problems(*AUTHED, 404),
 )
-def get_fact_history(fact_id: FactId, db: DbDep) -> dict[str, Any]:
+def get_fact_history(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Return the supersede chain through a fact, oldest first."""
-    with db.reading() as (conn, ctx):
-        return {"facts": fact_service.history(conn, ctx, fact_id)}
+    return {"facts": memory.history(subject, fact_id)}
 
 
 @router.post(
@@ -138,7 +125,6 @@ def get_fact_history(fact_id: FactId, db: DbDep) -> dict[str, Any]:
     operation_id="recall_fact",
     responses=problems(*AUTHED, 404),
 )
-def recall_fact(fact_id: FactId, db: DbDep) -> dict[str, Any]:
+def recall_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Recall a fact explicitly: its stability grows."""
-    with db.writing() as (conn, ctx):
-        return fact_service.recall_fact(conn, ctx, fact_id)
+    return memory.recall(subject, fact_id)

@@ -10,11 +10,12 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import text
 
-from app.api.deps import RuntimeDep, SubjectDep
+from app.api.deps import MemoryDep, RuntimeDep, SubjectDep
 from app.api.responses import problems
 from app.db import migrate
 from app.db.engine import read_transaction
 from app.schemas.meta import Health, Ready
+from app.services.embedding import pending_count
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -41,10 +42,12 @@ def readyz(rt: RuntimeDep) -> Any:
     """Report whether the database, its migrations, the model and the index are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
-    and facts wait for `embornal memory reindex`.
+    and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
+    with a model the server embeds them itself).
     """
     database = {"ok": False, "detail": "the database cannot be reached"}
     migrations = {"ok": False, "detail": "not checked: no database"}
+    pending = None
     try:
         with read_transaction(rt.engine) as conn:
             conn.execute(text("SELECT 1"))
@@ -52,6 +55,7 @@ def readyz(rt: RuntimeDep) -> Any:
             current, head = migrate.current_revision(conn), migrate.head_revision()
             if current == head:
                 migrations = {"ok": True, "detail": f"at head {head}"}
+                pending = pending_count(conn)
             else:
                 migrations = {"ok": False, "detail": f"at {current}, head is {head}"}
     except Exception:
@@ -76,6 +80,7 @@ def readyz(rt: RuntimeDep) -> Any:
         "migrations": migrations,
         "model": model,
         "index": index,
+        "pending_embeddings": pending,
     }
     if ok:
         return body
@@ -88,10 +93,15 @@ def readyz(rt: RuntimeDep) -> Any:
     operation_id="metrics",
     responses={
         200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}},
-        **problems(401, 500),
+        **problems(401, 403, 500),
     },
 )
-def metrics(request: Request, _subject: SubjectDep) -> Response:
-    """Expose Prometheus metrics (any authenticated subject)."""
+def metrics(request: Request, memory: MemoryDep, subject: SubjectDep) -> Response:
+    """Expose Prometheus metrics (role admin).
+
+    The memory gauges count every fact, whoever may read it: to any other subject
+    they would tell how much it cannot see, and how fast that grows.
+    """
+    memory.require_admin(subject, "metrics need the admin role")
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

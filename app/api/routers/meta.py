@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.deps import DbDep
+from app.api.deps import MemoryDep, SubjectDep
 from app.api.responses import problems
 from app.schemas.meta import WhoAmI
 
@@ -14,11 +14,6 @@ router = APIRouter(prefix="/v1", tags=["meta"])
 
 
 @router.get("/whoami", response_model=WhoAmI, operation_id="whoami", responses=problems(401, 500))
-def whoami(db: DbDep) -> dict[str, Any]:
+def whoami(memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Show the subject of the token, its roles and its effective permissions."""
-    with db.reading() as (_conn, ctx):
-        return {
-            "subject": ctx.subject,
-            "roles": ctx.access.roles,
-            "permissions": ctx.access.permissions(),
-        }
+    return memory.whoami(subject)

@@ -6,11 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Response, status
 
-from app.api.deps import DbDep
+from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.paths import PathOut
-from app.services import paths as path_service
 
 router = APIRouter(prefix="/v1/paths", tags=["paths"])
 
@@ -35,17 +34,17 @@ def _topic(raw: str) -> str:
     operation_id="get_path",
     responses=problems(*AUTHED, 404),
 )
-def get_path(path: TopicPath, db: DbDep) -> dict[str, Any]:
+def get_path(path: TopicPath, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Show a node: its tags, visible children and fact counts."""
-    with located("path"), db.reading() as (conn, ctx):
-        return path_service.describe_path(conn, ctx, _topic(path))
+    with located("path"):
+        return memory.describe_path(subject, _topic(path))
 
 
 @router.put(
     "/{path:path}/tags",
     response_model=PathOut,
     operation_id="set_path_tags",
-    responses=problems(*AUTHED, 403, 404, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
 )
 def set_path_tags(
     path: TopicPath,
@@ -53,11 +52,12 @@ def set_path_tags(
         dict[str, str],
         Body(max_length=MAX_TAGS_PER_REQUEST, examples=[{"visibility": "public"}]),
     ],
-    db: DbDep,
+    memory: MemoryDep,
+    subject: SubjectDep,
 ) -> dict[str, Any]:
     """Set tags on a node (added or replaced); facts below inherit them, nearest wins."""
-    with located("body"), db.writing() as (conn, ctx):
-        return path_service.set_path_tags(conn, ctx, _topic(path), tags)
+    with located("body"):
+        return memory.set_path_tags(subject, _topic(path), tags)
 
 
 @router.delete(
@@ -70,8 +70,9 @@ def set_path_tags(
 def delete_path_tag(
     path: TopicPath,
     key: Annotated[str, Path(max_length=64, examples=["visibility"])],
-    db: DbDep,
+    memory: MemoryDep,
+    subject: SubjectDep,
 ) -> None:
     """Remove one tag from a node."""
-    with located("path"), db.writing() as (conn, ctx):
-        path_service.remove_path_tag(conn, ctx, _topic(path), key)
+    with located("path"):
+        memory.remove_path_tag(subject, _topic(path), key)

@@ -6,11 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import DbDep
+from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.policies import Policy, PolicyIn, PolicyList
-from app.services import policies as policy_service
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
@@ -21,11 +20,9 @@ router = APIRouter(prefix="/v1/policies", tags=["policies"])
     operation_id="list_policies",
     responses=problems(*AUTHED, 403),
 )
-def list_policies(db: DbDep) -> dict[str, Any]:
+def list_policies(memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """List the policy lines."""
-    with db.reading() as (conn, ctx):
-        lines = policy_service.list_policies(conn, ctx)
-    return {"policies": [line.as_dict() for line in lines]}
+    return {"policies": memory.list_policies(subject)}
 
 
 @router.post(
@@ -33,12 +30,12 @@ def list_policies(db: DbDep) -> dict[str, Any]:
     status_code=status.HTTP_201_CREATED,
     response_model=Policy,
     operation_id="add_policy",
-    responses=problems(*AUTHED, 403, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 409),
 )
-def add_policy(body: PolicyIn, db: DbDep) -> dict[str, Any]:
+def add_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Add a policy line, e.g. `p, alice, path:/work/acme/*, read, allow`."""
-    with located("body", "line"), db.writing() as (conn, ctx):
-        return policy_service.add_policy(conn, ctx, body.line).as_dict()
+    with located("body", "line"):
+        return memory.add_policy(subject, body.line)
 
 
 @router.delete(
@@ -46,9 +43,9 @@ def add_policy(body: PolicyIn, db: DbDep) -> dict[str, Any]:
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     operation_id="remove_policy",
-    responses=problems(*AUTHED, 403, 404, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
 )
-def remove_policy(body: PolicyIn, db: DbDep) -> None:
+def remove_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> None:
     """Remove a policy line."""
-    with located("body", "line"), db.writing() as (conn, ctx):
-        policy_service.remove_policy(conn, ctx, body.line)
+    with located("body", "line"):
+        memory.remove_policy(subject, body.line)

@@ -6,44 +6,37 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import Db, DbDep, RuntimeDep
+from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
-from app.runtime import Runtime
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode, SearchIn, SearchOut, Sort
-from app.services import search as search_service
+from app.usecases.memory import Memory, SearchRequest
 
 router = APIRouter(prefix="/v1/search", tags=["search"])
 
 ERRORS = problems(*AUTHED, 503)
 
 
-def _search(rt: Runtime, db: Db, where: str, params: SearchIn) -> dict[str, Any]:
+def _search(memory: Memory, subject: str, where: str, params: SearchIn) -> dict[str, Any]:
+    request = SearchRequest(
+        q=params.q,
+        mode=params.mode,
+        under=params.under,
+        tags=tuple(params.tag),
+        min_strength=params.min_strength,
+        limit=params.limit,
+        sort=params.sort,
+        peek=params.peek,
+    )
     with located(where):
-        # The model runs first, with no transaction open; ranking only reads; and
-        # the write lock is taken just to count the recalls of what is handed out.
-        query = search_service.prepare(
-            q=params.q,
-            embedder=rt.embedder,
-            model_problem=rt.model_problem,
-            mode=params.mode,
-            limit=params.limit,
-            under=params.under,
-            tags=params.tag,
-            min_strength=params.min_strength,
-            sort=params.sort,
-        )
-        with db.reading() as (conn, ctx):
-            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-        with db.reading() if params.peek else db.writing() as (conn, ctx):
-            return search_service.deliver(conn, ctx, ranking, peek=params.peek)
+        return memory.search(subject, request)
 
 
 @router.get("", response_model=SearchOut, operation_id="search_facts", responses=ERRORS)
 def search_facts(
-    rt: RuntimeDep,
-    db: DbDep,
+    memory: MemoryDep,
+    subject: SubjectDep,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, examples=["small facts"])],
     mode: Annotated[
         Mode | None, Query(description="Default: hybrid with a model loaded, else keyword")
@@ -69,15 +62,15 @@ def search_facts(
         sort=sort,
         peek=peek,
     )
-    return _search(rt, db, "query", params)
+    return _search(memory, subject, "query", params)
 
 
 @router.post(
     "",
     response_model=SearchOut,
     operation_id="search_facts_post",
-    responses=problems(*AUTHED, 413, 503),
+    responses=problems(*AUTHED, *WITH_BODY, 503),
 )
-def search_facts_post(body: SearchIn, rt: RuntimeDep, db: DbDep) -> dict[str, Any]:
+def search_facts_post(body: SearchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Search facts, with the query in a JSON body (for long queries)."""
-    return _search(rt, db, "body", body)
+    return _search(memory, subject, "body", body)

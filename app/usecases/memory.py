@@ -1,0 +1,301 @@
+"""Memory: the product's verbs, and the one place that owns their transactions.
+
+Every front end (the HTTP routers, the `embornal` command, the MCP tools, the
+tests) calls one method here per request. A method checks its input first, runs
+the embedding model with no transaction open, and then opens exactly the
+transaction its verb needs:
+
+- a read snapshot for what only reads (browse, list, history, peek, whoami);
+- a write transaction (BEGIN IMMEDIATE on SQLite: the one write lock) for what
+  changes the memory, a recall included, held only for the statements that write.
+
+The subject's Context (its compiled rules, limits and clock) is built inside
+each transaction, from the policies that transaction sees: a policy change made
+by any process is in force on the very next call. The `(conn, ctx, ...)`
+service functions underneath never commit and never run the model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import Connection
+
+from app.db.engine import read_transaction, write_transaction
+from app.errors import Forbidden, InvalidInput, Unavailable
+from app.runtime import LOCAL_SUBJECT, Runtime
+from app.services import embedding as embedding_service
+from app.services import facts as fact_service
+from app.services import paths as path_service
+from app.services import policies as policy_service
+from app.services import search as search_service
+from app.services import transfer
+from app.services.context import Context
+from app.services.embedding import ProgressCallback, embed_for_store
+from app.services.facts import NewFact, Sort
+from app.services.search import Mode, SearchSort
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What a search asks for; checked by `Memory.search` before the model runs."""
+
+    q: str
+    mode: Mode | None = None
+    under: str | None = None
+    tags: Sequence[str] = ()
+    min_strength: float | None = None
+    limit: int = 10
+    sort: SearchSort = "relevance"
+    peek: bool = False
+
+
+class Memory:
+    """The verbs of the memory, each run as one subject.
+
+    `clock` gives the time as UNIX seconds; tests pass one they move by hand.
+    """
+
+    def __init__(self, runtime: Runtime, *, clock: Clock | None = None) -> None:
+        self.runtime = runtime
+        self._clock = clock or time.time
+
+    # --- transactions ----------------------------------------------------------
+
+    def context(self, conn: Connection, subject: str) -> Context:
+        """The subject as the rules of this transaction see it."""
+        rt = self.runtime
+        return Context(
+            subject=subject,
+            access=rt.access.for_subject(conn, subject),
+            limits=rt.settings.limits,
+            clock=self._clock,
+        )
+
+    @contextmanager
+    def transaction(
+        self, subject: str = LOCAL_SUBJECT, *, write: bool = False
+    ) -> Iterator[tuple[Connection, Context]]:
+        """A read snapshot (or, with `write`, a write transaction) and the subject's
+        context in it; commits a write on success. Only this class and service-level
+        tests open transactions."""
+        opened = write_transaction if write else read_transaction
+        with opened(self.runtime.engine) as conn:
+            yield conn, self.context(conn, subject)
+
+    # --- facts -----------------------------------------------------------------
+
+    def store(self, subject: str, item: NewFact) -> dict[str, Any]:
+        """Store one fact (a correction when it names `supersedes_id`)."""
+        return self.store_batch(subject, [item])[0]
+
+    def store_batch(
+        self, subject: str, items: Sequence[NewFact], *, error_prefix: Sequence[Any] = ()
+    ) -> list[dict[str, Any]]:
+        """Store facts all or nothing: check, embed with no lock held, then write."""
+        checked = fact_service.validate_new_facts(
+            items, self.runtime.settings.limits, error_prefix=error_prefix
+        )
+        # The model runs before the write lock: it must not hold up other writers.
+        vectors = embed_for_store(self.runtime.embedder, [item.content for item in checked])
+        with self.transaction(subject, write=True) as (conn, ctx):
+            return fact_service.store_facts(
+                conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
+            )
+
+    def get(
+        self, subject: str, fact_id: int, *, peek: bool = False, include_deleted: bool = False
+    ) -> dict[str, Any]:
+        """Hand one fact to its reader: a recall unless `peek` (which writes nothing)."""
+        with self.transaction(subject, write=not peek) as (conn, ctx):
+            return fact_service.get_fact(
+                conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
+            )
+
+    def recall(self, subject: str, fact_id: int) -> dict[str, Any]:
+        """An explicit recall: the fact's stability grows."""
+        with self.transaction(subject, write=True) as (conn, ctx):
+            return fact_service.recall_fact(conn, ctx, fact_id)
+
+    def history(self, subject: str, fact_id: int) -> list[dict[str, Any]]:
+        """The supersede chain through a fact, oldest first (what the subject may read)."""
+        with self.transaction(subject) as (conn, ctx):
+            return fact_service.history(conn, ctx, fact_id)
+
+    def delete(self, subject: str, fact_id: int) -> None:
+        with self.transaction(subject, write=True) as (conn, ctx):
+            fact_service.delete_fact(conn, ctx, fact_id)
+
+    def list_facts(
+        self,
+        subject: str,
+        *,
+        under: str | None = None,
+        at: str | None = None,
+        tags: Sequence[str] | None = None,
+        sort: Sort = "created",
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`)."""
+        with self.transaction(subject) as (conn, ctx):
+            return fact_service.list_facts(
+                conn, ctx, under=under, at=at, tags=tags, sort=sort, limit=limit, cursor=cursor
+            )
+
+    # --- the tree --------------------------------------------------------------
+
+    def describe_path(self, subject: str, path: str) -> dict[str, Any]:
+        """A node one level deep: its tags, visible children and counts."""
+        with self.transaction(subject) as (conn, ctx):
+            return path_service.describe_path(conn, ctx, path)
+
+    def browse(
+        self, subject: str, path: str, *, sort: Sort = "created", limit: int = 50
+    ) -> dict[str, Any]:
+        """A node with the facts that sit at it (not below), in one snapshot."""
+        with self.transaction(subject) as (conn, ctx):
+            node = path_service.describe_path(conn, ctx, path)
+            listing = fact_service.list_facts(conn, ctx, at=node["path"], sort=sort, limit=limit)
+        return {**node, "facts": listing["facts"], "next_cursor": listing["next_cursor"]}
+
+    def tag_path(
+        self,
+        subject: str,
+        path: str,
+        *,
+        set_tags: Mapping[str, str] | None = None,
+        remove: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """Set and remove tags on a node in one transaction; returns the node."""
+        with self.transaction(subject, write=True) as (conn, ctx):
+            for key in remove:
+                path_service.remove_path_tag(conn, ctx, path, key)
+            return path_service.set_path_tags(conn, ctx, path, dict(set_tags or {}))
+
+    def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> dict[str, Any]:
+        return self.tag_path(subject, path, set_tags=tags)
+
+    def remove_path_tag(self, subject: str, path: str, key: str) -> None:
+        with self.transaction(subject, write=True) as (conn, ctx):
+            path_service.remove_path_tag(conn, ctx, path, key)
+
+    # --- search ----------------------------------------------------------------
+
+    def search(self, subject: str, request: SearchRequest) -> dict[str, Any]:
+        """Search: check and embed first (no transaction), rank in a read snapshot,
+        then hand out the page, counting a recall of each result unless `peek`.
+
+        The write lock is taken only for the recalls; a peek takes none.
+        """
+        rt = self.runtime
+        query = search_service.prepare(
+            q=request.q,
+            embedder=rt.embedder,
+            model_problem=rt.model_problem,
+            mode=request.mode,
+            limit=request.limit,
+            under=request.under,
+            tags=request.tags,
+            min_strength=request.min_strength,
+            sort=request.sort,
+            cache=rt.query_cache,
+        )
+        with self.transaction(subject) as (conn, ctx):
+            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+        with self.transaction(subject, write=not request.peek) as (conn, ctx):
+            return search_service.deliver(conn, ctx, ranking, peek=request.peek)
+
+    # --- who and what ----------------------------------------------------------
+
+    def whoami(self, subject: str) -> dict[str, Any]:
+        with self.transaction(subject) as (_conn, ctx):
+            return {
+                "subject": ctx.subject,
+                "roles": ctx.access.roles,
+                "permissions": ctx.access.permissions(),
+            }
+
+    def refuse_role_name(self, name: str) -> None:
+        """InvalidInput when `name` is a role's: it could not be a token's subject."""
+        with read_transaction(self.runtime.engine) as conn:
+            policy_service.refuse_role_name(conn, name)
+
+    def require_admin(self, subject: str, message: str) -> None:
+        """Forbidden unless the subject holds the admin role (for operators' routes)."""
+        with self.transaction(subject) as (_conn, ctx):
+            if not ctx.access.is_admin:
+                raise Forbidden(message)
+
+    def list_policies(self, subject: str) -> list[dict[str, object]]:
+        with self.transaction(subject) as (conn, ctx):
+            return [line.as_dict() for line in policy_service.list_policies(conn, ctx)]
+
+    def add_policy(self, subject: str, line: str) -> dict[str, object]:
+        with self.transaction(subject, write=True) as (conn, ctx):
+            return policy_service.add_policy(conn, ctx, line).as_dict()
+
+    def remove_policy(self, subject: str, line: str) -> dict[str, object]:
+        with self.transaction(subject, write=True) as (conn, ctx):
+            return policy_service.remove_policy(conn, ctx, line).as_dict()
+
+    # --- moving and maintaining the memory -------------------------------------
+
+    def export(
+        self, subject: str, out: IO[str], *, with_embeddings: bool = False
+    ) -> dict[str, int]:
+        """Write the whole memory to `out` as JSON Lines, from one read snapshot (admin)."""
+        with self.transaction(subject) as (conn, ctx):
+            records = transfer.export_memory(conn, ctx, with_embeddings=with_embeddings)
+            return transfer.write_records(records, out)
+
+    def import_lines(self, subject: str, lines: Iterable[str]) -> transfer.ImportReport:
+        """Check every line of an export first, then load it in one write transaction."""
+        data = transfer.read_export(lines, self.runtime.settings.limits)
+        with self.transaction(subject, write=True) as (conn, ctx):
+            return transfer.import_memory(conn, ctx, data)
+
+    def backup(self, target: Path, *, force: bool = False) -> transfer.BackupReport:
+        """A consistent copy of the live database file (SQLite online backup)."""
+        return transfer.backup_database(self.runtime.engine, target, force=force)
+
+    def reindex(
+        self,
+        *,
+        rebuild: bool = False,
+        batch_size: int | None = None,
+        on_batch: ProgressCallback | None = None,
+    ) -> int:
+        """Embed the facts that wait for the model, in batches each committed alone.
+
+        With `rebuild`, first move the memory to the loaded model's width: checked
+        before anything changes, so a refused rebuild leaves the memory as it was. The
+        rebuild itself is one transaction; an interrupted embedding pass resumes.
+        """
+        rt = self.runtime
+        embedder = rt.embedder
+        if embedder is None:
+            raise Unavailable(f"no model to embed with: {rt.model_problem or 'none is loaded'}")
+        configured = rt.settings.embedding.width
+        if embedder.width != configured:
+            raise InvalidInput(
+                f"the model {embedder.name} gives {embedder.width}-d vectors but config.yaml "
+                f"says embedding.width: {configured}; set the width to {embedder.width} first"
+            )
+        if rebuild:
+            with write_transaction(rt.engine) as conn:
+                embedding_service.rebuild_vectors(conn, configured)
+        rt.verify_width()
+        return embedding_service.reindex(
+            rt.engine,
+            embedder,
+            batch_size=batch_size or rt.settings.embedding.batch_size,
+            on_batch=on_batch,
+        )
