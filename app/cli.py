@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
+from app.rules import LIST_SORTS, MODES
 from app.runtime import LOCAL_SUBJECT, open_runtime
 from app.services import facts as fact_service
 from app.services import transfer
@@ -95,6 +96,7 @@ def memory(
 
 
 ME = LOCAL_SUBJECT
+T = TypeVar("T", bound=str)
 
 
 def _default(value: Any) -> Any:
@@ -126,6 +128,13 @@ def show_fact(fact: dict[str, Any]) -> None:
     typer.echo(f"  {fact['content']}")
     if tags:
         typer.echo(f"  [{tags}]")
+
+
+def _choice(option: str, value: str, allowed: tuple[T, ...]) -> T:
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise EmbornalError(f"{option} must be {', '.join(allowed[:-1])} or {allowed[-1]}")
 
 
 def parse_tag_options(values: list[str] | None) -> dict[str, str]:
@@ -279,9 +288,7 @@ def memory_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Browse a path: its tags, children and facts (not a recall)."""
-    if sort not in ("created", "strength"):
-        raise EmbornalError("--sort must be created or strength")
-    order: fact_service.Sort = "strength" if sort == "strength" else "created"
+    order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
         node = mem.browse(ME, path, sort=order, limit=limit)
     here = node["facts"]
@@ -347,11 +354,9 @@ def memory_search(
     as_json: JsonOpt = False,
 ) -> None:
     """Search facts by keyword, by meaning, or both."""
-    if mode not in (None, "keyword", "semantic", "hybrid"):
-        raise EmbornalError("--mode must be keyword, semantic or hybrid")
     request = SearchRequest(
         q=query,
-        mode=mode,  # type: ignore[arg-type]
+        mode=None if mode is None else _choice("--mode", mode, MODES),
         under=under,
         tags=tuple(tag or ()),
         min_strength=min_strength,

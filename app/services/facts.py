@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -25,6 +25,7 @@ from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
 from app.db.tables import effective_fact_tags, fact_tags, facts, facts_vec, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.rules import OWNER_KEY, ListSort
 from app.services import paths as path_service
 from app.services.context import Context
 from app.services.strength import (
@@ -36,8 +37,8 @@ from app.services.strength import (
     strength,
 )
 from app.services.validation import (
-    OWNER_KEY,
     check_content,
+    check_limit,
     check_tags,
     fold_path,
     parse_tag_filter,
@@ -46,8 +47,6 @@ from app.services.visibility import SUCCESSOR, current_only, readable
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
-MAX_LIMIT = 100
-Sort = Literal["created", "strength"]
 
 
 @dataclass(frozen=True)
@@ -400,13 +399,6 @@ def tag_filters(tags: Sequence[str] | None) -> list[Any]:
     return filters
 
 
-def check_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_LIMIT:
-        message = f"limit must be between 1 and {MAX_LIMIT}"
-        raise InvalidInput(message, errors=[{"loc": ["limit"], "msg": message}])
-    return limit
-
-
 def list_facts(
     conn: Connection,
     ctx: Context,
@@ -414,7 +406,7 @@ def list_facts(
     under: str | None = None,
     at: str | None = None,
     tags: Sequence[str] | None = None,
-    sort: Sort = "created",
+    sort: ListSort = "created",
     limit: int = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, func, literal_column, select, text
@@ -22,15 +22,14 @@ from sqlalchemy import Connection, func, literal_column, select, text
 from app.db.tables import facts, facts_fts
 from app.embeddings.base import Embedder
 from app.errors import InvalidInput, Unavailable
+from app.rules import MAX_QUERY_CHARS, Mode, SearchSort
 from app.services import facts as fact_service
 from app.services.context import Context
 from app.services.strength import decay_sql
+from app.services.validation import check_limit
 from app.services.vector_index import VectorIndex
 from app.services.visibility import visible_current
 
-Mode = Literal["keyword", "semantic", "hybrid"]
-SearchSort = Literal["relevance", "strength"]
-MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
 RRF_K = 60
 # Exact re-scoring looks at least this many visible candidates: enough that the
@@ -281,7 +280,7 @@ def prepare(
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
     transaction opens, so a search never holds the database while the model runs."""
-    fact_service.check_limit(limit)
+    check_limit(limit)
     if not q or not q.strip():
         raise _invalid("q", "q must hold some text to search for")
     if len(q) > MAX_QUERY_CHARS:

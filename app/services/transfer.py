@@ -82,11 +82,12 @@ from app.db.tables import (
     vector_log,
 )
 from app.errors import Conflict, EmbornalError, Forbidden, InvalidInput
+from app.rules import OWNER_KEY
 from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services.context import Context
 from app.services.facts import write_vector
-from app.services.validation import OWNER_KEY, check_content, check_tag, fold_path
+from app.services.validation import check_content, check_tag, fold_path
 from app.settings import LimitsSettings
 
 EXPORT_TYPE = "embornal-export"

@@ -28,6 +28,7 @@ from sqlalchemy import Connection
 
 from app.db.engine import read_transaction, write_transaction
 from app.errors import InvalidInput, Unavailable
+from app.rules import ListSort, Mode, SearchSort
 from app.runtime import LOCAL_SUBJECT, Runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -37,8 +38,7 @@ from app.services import search as search_service
 from app.services import transfer
 from app.services.context import Context
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import NewFact, Sort
-from app.services.search import Mode, SearchSort
+from app.services.facts import NewFact
 
 Clock = Callable[[], float]
 
@@ -140,7 +140,7 @@ class Memory:
         under: str | None = None,
         at: str | None = None,
         tags: Sequence[str] | None = None,
-        sort: Sort = "created",
+        sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class Memory:
             return path_service.describe_path(conn, ctx, path)
 
     def browse(
-        self, subject: str, path: str, *, sort: Sort = "created", limit: int = 50
+        self, subject: str, path: str, *, sort: ListSort = "created", limit: int = 50
     ) -> dict[str, Any]:
         """A node with the facts that sit at it (not below), in one snapshot."""
         with self.transaction(subject) as (conn, ctx):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 
@@ -10,6 +10,7 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
+from app.rules import MAX_LIMIT, ListSort
 from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
 from app.services import facts as fact_service
 
@@ -64,10 +65,8 @@ def list_facts(
     subject: SubjectDep,
     under: UnderQuery = None,
     tag: TagQuery = None,
-    sort: Annotated[
-        Literal["created", "strength"], Query(description="Newest or strongest first")
-    ] = "created",
-    limit: Annotated[int, Query(ge=1, le=fact_service.MAX_LIMIT)] = 50,
+    sort: Annotated[ListSort, Query(description="Newest or strongest first")] = "created",
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[
         str | None, Query(max_length=1024, description="next_cursor of the previous page")
     ] = None,

@@ -10,7 +10,8 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
-from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode, SearchIn, SearchOut, Sort
+from app.rules import MAX_LIMIT, MAX_QUERY_CHARS, Mode, SearchSort
+from app.schemas.search import SearchIn, SearchOut
 from app.usecases.memory import Memory, SearchRequest
 
 router = APIRouter(prefix="/v1/search", tags=["search"])
@@ -44,8 +45,8 @@ def search_facts(
     under: UnderQuery = None,
     tag: TagQuery = None,
     min_strength: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_RESULTS)] = 10,
-    sort: Annotated[Sort, Query(description="Order the page by relevance or strength")] = (
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    sort: Annotated[SearchSort, Query(description="Order the page by relevance or strength")] = (
         "relevance"
     ),
     peek: Annotated[bool, Query(description="Read without counting a recall")] = False,
