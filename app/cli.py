@@ -10,7 +10,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,12 +26,12 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
+from app.files import private_file
 from app.rules import LIST_SORTS, MODES
 from app.runtime import LOCAL_SUBJECT, open_runtime
 from app.services import facts as fact_service
-from app.services import transfer
 from app.settings import Settings, load_settings
-from app.usecases.memory import Memory, SearchRequest
+from app.usecases.memory import Memory, SearchRequest, backup_file
 
 app = typer.Typer(
     help="embornal: a memory of small facts for AI agents.",
@@ -374,6 +374,23 @@ def memory_search(
         show_fact(result["fact"])
 
 
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (stdout may be the data); `advance(done, total)`."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    # Drawn only for a person at a terminal: a log or a pipe gets the one result line.
+    with Progress(console=console, transient=False, disable=not console.is_terminal) as progress:
+        task = progress.add_task(label, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield advance
+
+
 @memory_app.command("reindex")
 def memory_reindex(
     rebuild: Annotated[
@@ -381,18 +398,11 @@ def memory_reindex(
     ] = False,
 ) -> None:
     """Embed the facts waiting for the model, in batches, with a progress bar."""
-    from rich.progress import Progress
-
     # The width check waits for the model: a rebuild is what changes the width.
     with (
         memory(load_model=True, download=True, progress=True, check_width=not rebuild) as mem,
-        Progress(transient=False) as progress,
+        progress_bar("embedding") as advance,
     ):
-        task = progress.add_task("embedding", total=None)
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
         done = mem.reindex(rebuild=rebuild, on_batch=advance)
     typer.echo(f"embedded {done} facts")
 
@@ -417,17 +427,7 @@ def memory_backup(
     Safe while a server writes. The copy passes SQLite's and FTS5's integrity
     checks before it replaces FILE, and is readable by its owner only (0600).
     """
-    from app.runtime import open_engine
-
-    config = settings()
-    if not config.database_path.is_file():
-        raise EmbornalError(f"there is no memory at {config.database_path}")
-    # Not open_runtime: a backup copies the memory as it is, without migrating it.
-    engine = open_engine(config)
-    try:
-        report = transfer.backup_database(engine, file, force=force)
-    finally:
-        engine.dispose()
+    report = backup_file(settings(), file, force=force)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -456,8 +456,8 @@ def memory_export(
         if file is None or str(file) == "-":
             _export_to_stdout(mem, with_embeddings)
             return
-        with transfer.private_file(file, force=force) as out:
-            counts = mem.export(ME, out, with_embeddings=with_embeddings)
+        with private_file(file, force=force) as out, progress_bar("exporting facts") as advance:
+            counts = mem.export(ME, out, with_embeddings=with_embeddings, on_progress=advance)
     typer.echo(
         f"exported {counts['facts']} facts, {counts['paths']} paths and "
         f"{counts['policies']} policies to {file}"
@@ -496,12 +496,13 @@ def memory_import(
     """
     # Every line is checked (by the use case) before the write lock is taken.
     try:
-        with memory() as mem:
+        with memory() as mem, progress_bar("importing facts") as advance:
             if str(file) == "-":
-                report = mem.import_lines(ME, io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8"))
+                lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+                report = mem.import_lines(ME, lines, on_progress=advance)
             else:
-                with file.open(encoding="utf-8") as lines:
-                    report = mem.import_lines(ME, lines)
+                with file.open(encoding="utf-8") as opened:
+                    report = mem.import_lines(ME, opened, on_progress=advance)
     except OSError as exc:
         raise EmbornalError(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:

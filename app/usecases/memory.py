@@ -26,10 +26,11 @@ from typing import IO, Any
 
 from sqlalchemy import Connection
 
+from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
 from app.errors import InvalidInput, Unavailable
 from app.rules import ListSort, Mode, SearchSort
-from app.runtime import LOCAL_SUBJECT, Runtime
+from app.runtime import LOCAL_SUBJECT, Runtime, open_engine
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -39,6 +40,7 @@ from app.services import transfer
 from app.services.context import Context
 from app.services.embedding import ProgressCallback, embed_for_store
 from app.services.facts import NewFact
+from app.settings import Settings
 
 Clock = Callable[[], float]
 
@@ -237,22 +239,39 @@ class Memory:
     # --- moving and maintaining the memory -------------------------------------
 
     def export(
-        self, subject: str, out: IO[str], *, with_embeddings: bool = False
+        self,
+        subject: str,
+        out: IO[str],
+        *,
+        with_embeddings: bool = False,
+        on_progress: ProgressCallback | None = None,
     ) -> dict[str, int]:
-        """Write the whole memory to `out` as JSON Lines, from one read snapshot (admin)."""
+        """Write the whole memory to `out` as JSON Lines, from one read snapshot (admin).
+
+        `on_progress(done, total)` counts the facts written."""
         with self.transaction(subject) as (conn, ctx):
             records = transfer.export_memory(conn, ctx, with_embeddings=with_embeddings)
+            if on_progress is not None:
+                records = _counting_facts(records, fact_service.totals(conn)["facts"], on_progress)
             return transfer.write_records(records, out)
 
-    def import_lines(self, subject: str, lines: Iterable[str]) -> transfer.ImportReport:
-        """Check every line of an export first, then load it in one write transaction."""
+    def import_lines(
+        self,
+        subject: str,
+        lines: Iterable[str],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> transfer.ImportReport:
+        """Check every line of an export first, then load it in one write transaction.
+
+        `on_progress(done, total)` counts the facts loaded."""
         data = transfer.read_export(lines, self.runtime.settings.limits)
         with self.transaction(subject, write=True) as (conn, ctx):
-            return transfer.import_memory(conn, ctx, data)
+            return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
 
-    def backup(self, target: Path, *, force: bool = False) -> transfer.BackupReport:
+    def backup(self, target: Path, *, force: bool = False) -> BackupReport:
         """A consistent copy of the live database file (SQLite online backup)."""
-        return transfer.backup_database(self.runtime.engine, target, force=force)
+        return backup_database(self.runtime.engine, target, force=force)
 
     def reindex(
         self,
@@ -287,3 +306,28 @@ class Memory:
             batch_size=batch_size or rt.settings.embedding.batch_size,
             on_batch=on_batch,
         )
+
+
+def _counting_facts(
+    records: Iterator[transfer.Record], total: int, on_progress: ProgressCallback
+) -> Iterator[transfer.Record]:
+    done = 0
+    on_progress(done, total)
+    for record in records:
+        yield record
+        if isinstance(record, transfer.FactRecord):
+            done += 1
+            if done % 256 == 0 or done == total:
+                on_progress(done, total)
+
+
+def backup_file(settings: Settings, target: Path, *, force: bool = False) -> BackupReport:
+    """Back up the memory file as it is, without opening it as a Memory: a backup
+    must not migrate (or otherwise change) what it copies."""
+    if not settings.database_path.is_file():
+        raise InvalidInput(f"there is no memory at {settings.database_path}")
+    engine = open_engine(settings)
+    try:
+        return backup_database(engine, target, force=force)
+    finally:
+        engine.dispose()

@@ -1,4 +1,4 @@
-"""Backup, export and import: lossless round trip, idempotent merge, checked lines, live backup."""
+"""Export and import: lossless round trip, idempotent merge, checked lines."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import base64
 import io
 import json
 import shutil
-import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -311,74 +309,13 @@ def test_only_an_admin_moves_the_whole_memory(rich: Runtime, actor) -> None:
             transfer.import_memory(conn, ctx, transfer.read_export(lines))
 
 
-# --- backup ------------------------------------------------------------------
-
-
-def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
-    writes, started_after = 300, 50
-    me = actor()
-    started = threading.Event()
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            for i in range(writes):
-                with me.tx() as (conn, ctx):
-                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
-                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
-                if i == started_after:
-                    started.set()
-        except BaseException as exc:  # surfaced by the assertion below
-            errors.append(exc)
-            started.set()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert started.wait(timeout=60)
-        target = tmp_path / "copy.db"
-        report = transfer.backup_database(rt.engine, target)
-    finally:
-        thread.join(timeout=120)
-    assert not errors and not thread.is_alive()
-
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
-    assert report.size_bytes == target.stat().st_size
-    copy = transfer._open_file_db(target)
-    try:
-        transfer.check_copy(copy)  # integrity_check and FTS5 integrity-check
-        loaded = [
-            int(n)
-            for (n,) in copy.execute(
-                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
-            )
-        ]
-        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
-        assert sorted(loaded) == list(range(len(loaded)))
-        assert started_after < len(loaded) <= writes
-        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
-        orphans = copy.execute(
-            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
-            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
-        ).fetchone()[0]
-        assert orphans == 0
-        unindexed = copy.execute(
-            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
-            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
-        ).fetchone()[0]
-        assert unindexed == 0
-    finally:
-        copy.close()
-
-
-def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
-    target = tmp_path / "copy.db"
-    target.write_text("precious")
-    with pytest.raises(Conflict, match="--force"):
-        transfer.backup_database(rt.engine, target)
-    assert target.read_text() == "precious"
-    report = transfer.backup_database(rt.engine, target, force=True)
-    assert report.facts == 7 and target.stat().st_size > 0
-    with pytest.raises(InvalidInput, match="live memory"):
-        transfer.backup_database(rt.engine, rt.settings.database_path, force=True)
+def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: Runtime) -> None:
+    exported: list[tuple[int, int]] = []
+    out = io.StringIO()
+    counts = Memory(rich).export("default", out, on_progress=lambda *p: exported.append(p))
+    facts_in_file = counts["facts"]
+    assert exported[0] == (0, facts_in_file) and exported[-1] == (facts_in_file, facts_in_file)
+    imported: list[tuple[int, int]] = []
+    lines = out.getvalue().splitlines()
+    Memory(other).import_lines("default", lines, on_progress=lambda *p: imported.append(p))
+    assert imported[0] == (0, facts_in_file) and imported[-1] == (facts_in_file, facts_in_file)
