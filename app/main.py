@@ -69,7 +69,7 @@ def create_app(
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry
-    registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
+    registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
     # Outermost: every response, a refused body included, gets an id and is counted.

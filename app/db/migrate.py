@@ -8,7 +8,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, insert, select, update
 
 import migrations
 from app.db.engine import write_transaction
@@ -49,6 +49,22 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 def stored_width(conn: Connection) -> int | None:
     value = conn.execute(select(meta.c.value).where(meta.c.key == "embedding_width")).scalar()
     return int(value) if value is not None else None
+
+
+MODEL_KEY = "embedding_model"
+
+
+def stored_model(conn: Connection) -> str | None:
+    """The model the memory's vectors come from, as the last process that loaded or
+    switched one recorded it (None before any did)."""
+    return conn.execute(select(meta.c.value).where(meta.c.key == MODEL_KEY)).scalar()
+
+
+def record_model(conn: Connection, name: str) -> None:
+    """Record the model in meta, in the caller's write transaction: running servers
+    read it on their next request and load the same model (Runtime.follow_model)."""
+    if conn.execute(update(meta).where(meta.c.key == MODEL_KEY).values(value=name)).rowcount == 0:
+        conn.execute(insert(meta).values(key=MODEL_KEY, value=name))
 
 
 def check_width(conn: Connection, config_width: int, model_width: int | None = None) -> None:

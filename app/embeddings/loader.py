@@ -1,7 +1,14 @@
-"""Turn settings into an embedder, and back the `embornal model pull|info` commands."""
+"""Turn settings into a loaded model, and back the `embornal model pull|info` commands.
+
+`load_model` is the one way a process gets its model: a function of the settings
+whose result (the embedder, or why there is none) the Runtime keeps. It changes
+nothing else, so the server can load a new model beside the old one and swap.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +17,45 @@ from app.embeddings.catalog import NO_MODEL, get_spec
 from app.embeddings.fetch import ensure_model_files, model_status
 from app.errors import ConfigError
 from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What loading gave: the embedder, or the reason there is none (for readiness)."""
+
+    name: str  # the catalog name asked for, or "none"
+    embedder: Embedder | None = None
+    problem: str | None = None
+    load_seconds: float | None = None
+
+    @property
+    def width(self) -> int | None:
+        return self.embedder.width if self.embedder is not None else None
+
+
+def load_model(
+    settings: Settings, *, download: bool | None = None, progress: bool = False
+) -> LoadedModel:
+    """Load the configured model; with none, or one that cannot be had, say why.
+
+    `download` overrides embedding.download. Raises ConfigError only for a name the
+    catalog does not know; every other failure is a LoadedModel without an embedder.
+    """
+    name = settings.embedding.model
+    if name == NO_MODEL:
+        return LoadedModel(name, problem="no embedding model is configured (embedding.model: none)")
+    if download is not None:
+        settings = settings.model_copy(
+            update={"embedding": settings.embedding.model_copy(update={"download": download})}
+        )
+    started = time.perf_counter()
+    try:
+        embedder = load_embedder(settings, progress=progress)
+    except ModelUnavailable as exc:
+        return LoadedModel(name, problem=exc.reason)
+    if embedder is None:  # pragma: no cover - load_embedder gives None only for NO_MODEL
+        return LoadedModel(name, problem="no embedding model is configured")
+    return LoadedModel(name, embedder, load_seconds=time.perf_counter() - started)
 
 
 def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | None:

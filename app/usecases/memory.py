@@ -17,6 +17,7 @@ service functions underneath never commit and never run the model.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,10 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
+from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
+from app.embeddings.base import Embedder
+from app.embeddings.catalog import NO_MODEL
 from app.errors import InvalidInput, Unavailable
 from app.rules import ListSort, Mode, SearchSort
 from app.runtime import LOCAL_SUBJECT, Runtime, open_engine
@@ -43,6 +47,7 @@ from app.services.facts import NewFact
 from app.settings import Settings
 
 Clock = Callable[[], float]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,40 @@ class SearchRequest:
     limit: int = 10
     sort: SearchSort = "relevance"
     peek: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelState:
+    loaded: bool
+    name: str | None = None  # the catalog name, loaded or not; None with no model configured
+    reason: str | None = None  # why none is loaded
+
+
+@dataclass(frozen=True)
+class Readiness:
+    database: Check
+    migrations: Check
+    model: ModelState
+
+    @property
+    def ok(self) -> bool:
+        return self.database.ok and self.migrations.ok
+
+
+@dataclass(frozen=True)
+class Gauges:
+    facts: int
+    deleted: int
+    pending_embeddings: int
+    vector_index_size: int
+    model_loaded: bool
+    model_load_seconds: float | None
 
 
 class Memory:
@@ -92,6 +131,12 @@ class Memory:
         with opened(self.runtime.engine) as conn:
             yield conn, self.context(conn, subject)
 
+    def _model(self) -> Embedder | None:
+        """The model to embed with now: the one the memory names, if another process
+        switched it since (see Runtime.follow_model)."""
+        self.runtime.follow_model()
+        return self.runtime.embedder
+
     # --- facts -----------------------------------------------------------------
 
     def store(self, subject: str, item: NewFact) -> dict[str, Any]:
@@ -106,7 +151,7 @@ class Memory:
             items, self.runtime.settings.limits, error_prefix=error_prefix
         )
         # The model runs before the write lock: it must not hold up other writers.
-        vectors = embed_for_store(self.runtime.embedder, [item.content for item in checked])
+        vectors = embed_for_store(self._model(), [item.content for item in checked])
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.store_facts(
                 conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
@@ -198,9 +243,10 @@ class Memory:
         The write lock is taken only for the recalls; a peek takes none.
         """
         rt = self.runtime
+        embedder = self._model()
         query = search_service.prepare(
             q=request.q,
-            embedder=rt.embedder,
+            embedder=embedder,
             model_problem=rt.model_problem,
             mode=request.mode,
             limit=request.limit,
@@ -235,6 +281,56 @@ class Memory:
     def remove_policy(self, subject: str, line: str) -> dict[str, object]:
         with self.transaction(subject, write=True) as (conn, ctx):
             return policy_service.remove_policy(conn, ctx, line).as_dict()
+
+    # --- the service itself ------------------------------------------------------
+
+    def readiness(self) -> Readiness:
+        """Database reachable, schema at head, and which model is loaded (no subject).
+
+        Without a model the memory is still ready: keyword search and stores work,
+        and facts wait for one.
+        """
+        rt = self.runtime
+        database = Check(False, "the database cannot be reached")
+        migrations = Check(False, "not checked: no database")
+        try:
+            with read_transaction(rt.engine) as conn:
+                conn.execute(text("SELECT 1"))
+                database = Check(True)
+                current, head = migrate.current_revision(conn), migrate.head_revision()
+            if current == head:
+                migrations = Check(True, f"at head {head}")
+                rt.follow_model()
+            else:
+                migrations = Check(False, f"at {current}, head is {head}")
+        except Exception:
+            # The reason goes to the log: it may name the file or hold SQL.
+            log.exception("readiness check failed")
+        model = rt.model
+        named = None if model.name == NO_MODEL else model.name
+        return Readiness(
+            database,
+            migrations,
+            ModelState(
+                model.embedder is not None,
+                named,
+                None if model.embedder is not None else model.problem or "no model loaded",
+            ),
+        )
+
+    def gauges(self) -> Gauges:
+        """Counts over the whole memory for operators' metrics (whoever wrote them)."""
+        rt = self.runtime
+        with read_transaction(rt.engine) as conn:
+            counts = fact_service.totals(conn)
+        return Gauges(
+            facts=counts["facts"],
+            deleted=counts["deleted"],
+            pending_embeddings=counts["pending_embeddings"],
+            vector_index_size=len(rt.vector_index),
+            model_loaded=rt.embedder is not None,
+            model_load_seconds=rt.model.load_seconds,
+        )
 
     # --- moving and maintaining the memory -------------------------------------
 
@@ -287,7 +383,7 @@ class Memory:
         rebuild itself is one transaction; an interrupted embedding pass resumes.
         """
         rt = self.runtime
-        embedder = rt.embedder
+        embedder = rt.embedder  # the model this process was opened with, not meta's
         if embedder is None:
             raise Unavailable(f"no model to embed with: {rt.model_problem or 'none is loaded'}")
         configured = rt.settings.embedding.width
@@ -299,6 +395,8 @@ class Memory:
         if rebuild:
             with write_transaction(rt.engine) as conn:
                 embedding_service.rebuild_vectors(conn, configured)
+                # Running servers see this on their next request and load the model too.
+                migrate.record_model(conn, embedder.name)
         rt.verify_width()
         return embedding_service.reindex(
             rt.engine,
