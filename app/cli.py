@@ -14,24 +14,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-import yaml
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
+from app import __version__
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
-from app.files import private_file
-from app.rules import LIST_SORTS, MODES
-from app.runtime import LOCAL_SUBJECT, open_runtime
-from app.services import facts as fact_service
+from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES
 from app.settings import Settings, load_settings
-from app.usecases.memory import Memory, SearchRequest, backup_file
+
+# Start-up time is the first thing a user meets (bench/cli_startup.py): this module
+# imports only what `--help` and `paths` need. The memory (SQLAlchemy, Alembic,
+# Casbin, numpy), the server (FastAPI, uvicorn) and the model (onnxruntime) are
+# imported by the commands that use them; tests/cli/test_startup.py holds this.
+if TYPE_CHECKING:
+    from app.usecases.memory import Memory
 
 app = typer.Typer(
     help="embornal: a memory of small facts for AI agents.",
@@ -59,8 +62,21 @@ class State:
 state = State()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"embornal {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _startup() -> None:
+def _startup(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Every command first moves files an older build left in ~/.embornal."""
     state.dirs = resolve_dirs()
     home = Path.home()
@@ -82,6 +98,9 @@ def memory(
     check_width: bool = True,
 ) -> Iterator[Memory]:
     """The local memory, acting as the subject `default`, closed at the end."""
+    from app.runtime import open_runtime
+    from app.usecases.memory import Memory
+
     rt = open_runtime(
         settings(),
         load_model=load_model,
@@ -251,6 +270,8 @@ def memory_store(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a fact."""
+    from app.services import facts as fact_service
+
     raw = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
     (item,) = fact_service.validate_new_facts([raw], settings().limits)
@@ -354,6 +375,8 @@ def memory_search(
     as_json: JsonOpt = False,
 ) -> None:
     """Search facts by keyword, by meaning, or both."""
+    from app.usecases.memory import SearchRequest
+
     request = SearchRequest(
         q=query,
         mode=None if mode is None else _choice("--mode", mode, MODES),
@@ -427,6 +450,8 @@ def memory_backup(
     Safe while a server writes. The copy passes SQLite's and FTS5's integrity
     checks before it replaces FILE, and is readable by its owner only (0600).
     """
+    from app.usecases.memory import backup_file
+
     report = backup_file(settings(), file, force=force)
     if as_json:
         emit_json(report.as_dict())
@@ -452,6 +477,8 @@ def memory_export(
     Everything is exported, every owner's facts and deleted ones included, from one
     consistent snapshot. A FILE is written whole or not at all, mode 0600.
     """
+    from app.files import private_file
+
     with memory() as mem:
         if file is None or str(file) == "-":
             _export_to_stdout(mem, with_embeddings)
@@ -546,6 +573,8 @@ def model_use(
     name: Annotated[str, typer.Argument(help="Catalog name, e.g. minilm-l6 (offline)")],
 ) -> None:
     """Switch to another model: write config.yaml, move the vectors, re-embed every fact."""
+    import yaml
+
     from app.embeddings.catalog import get_spec
 
     spec = get_spec(name)

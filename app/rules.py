@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
+# The subject the local command line acts as; it owns the /memory facts (seed).
+LOCAL_SUBJECT = "default"
+
 # --- paths -------------------------------------------------------------------
 MAX_SEGMENTS = 32
 MAX_SEGMENT_CHARS = 64

@@ -23,7 +23,6 @@ from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
-LOCAL_SUBJECT = "default"
 
 
 @dataclass

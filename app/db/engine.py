@@ -14,6 +14,9 @@ cannot be upgraded.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -22,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlean
-import sqlite_vec
 from sqlalchemy import Connection, Engine, create_engine, event
 
 WRITE = "IMMEDIATE"
@@ -69,6 +71,16 @@ def make_engine(
     return engine
 
 
+@functools.cache
+def _vec0_path() -> str:
+    """sqlite_vec.loadable_path(), without importing the package: its __init__ imports
+    numpy for helpers we never use, ~0.1-0.2 s of every CLI command's start."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        raise ImportError("sqlite-vec is not installed")
+    return os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))
+
+
 def set_up_connection(
     dbapi_conn: Any, *, busy_timeout_ms: int = 30_000, cache_size_mb: int = 64
 ) -> None:
@@ -76,7 +88,7 @@ def set_up_connection(
     dbapi_conn.isolation_level = None  # BEGIN is ours to emit, see _on_begin
     dbapi_conn.enable_load_extension(True)
     try:
-        sqlite_vec.load(dbapi_conn)
+        dbapi_conn.load_extension(_vec0_path())
     finally:
         dbapi_conn.enable_load_extension(False)
     cur = dbapi_conn.cursor()

@@ -7,8 +7,10 @@ imported by both.
 
 from __future__ import annotations
 
-# The subject the local command line acts as; it owns the /memory facts.
-SEED_OWNER = "default"
+from app.rules import LOCAL_SUBJECT
+
+# The /memory facts are the local subject's.
+SEED_OWNER = LOCAL_SUBJECT
 # The nodes a new memory has: the root and /memory.
 SEED_PATHS = frozenset({"/", "/memory"})
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.catalog import NO_MODEL, get_spec
-from app.embeddings.fetch import ensure_model_files, model_status
 from app.errors import ConfigError
 from app.settings import Settings
 
@@ -68,6 +67,8 @@ def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | N
     name = settings.embedding.model
     if name == NO_MODEL:
         return None
+    from app.embeddings.fetch import ensure_model_files  # httpx: only when there is a model
+
     spec = get_spec(name)
     model_dir = ensure_model_files(spec, settings, progress=progress)
     # Imported here so that `model info` and a server without a model skip onnxruntime.
@@ -99,6 +100,8 @@ def model_info(settings: Settings, name: str | None = None) -> dict[str, Any]:
             "complete": True,
             "description": "no model: facts are stored without embeddings",
         }
+    from app.embeddings.fetch import model_status
+
     spec = get_spec(name)
     status = model_status(spec, settings)
     return {
@@ -121,5 +124,7 @@ def pull_model(settings: Settings, name: str | None = None, progress: bool = Tru
     name = name or settings.embedding.model
     if name == NO_MODEL:
         raise ConfigError("embedding.model is 'none': there is no model to pull; name one")
+    from app.embeddings.fetch import ensure_model_files
+
     spec = get_spec(name)
     return ensure_model_files(spec, settings, progress=progress, download=True)

@@ -33,8 +33,8 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
 from app.errors import InvalidInput, Unavailable
-from app.rules import ListSort, Mode, SearchSort
-from app.runtime import LOCAL_SUBJECT, Runtime, open_engine
+from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
+from app.runtime import Runtime, open_engine
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service

@@ -1,0 +1,49 @@
+"""The command starts fast: `--help` and `paths` import none of the heavy stack, and
+bench/cli_startup.py (the table of start-up times) runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("fastapi", "uvicorn", "onnxruntime", "casbin", "numpy", "sqlalchemy", "alembic", "httpx")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def imported_after(args: list[str], home: Path) -> list[str]:
+    """The heavy modules a fresh `embornal ARGS` has imported when it is done."""
+    code = (
+        "import sys\n"
+        f"sys.argv = ['embornal', *{args!r}]\n"
+        "from app.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
+    env["EMBORNAL_HOME"] = str(home)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return eval(done.stdout.strip().splitlines()[-1])  # a list literal we printed
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["paths"], ["memory", "--help"]])
+def test_light_commands_import_no_heavy_module(args: list[str], tmp_path: Path) -> None:
+    assert imported_after(args, tmp_path) == []
+
+
+def test_the_startup_bench_runs_in_smoke_mode() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli_startup", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("  ")[0].strip() for line in done.stdout.splitlines()[1:-1]}
+    assert {"--help", "paths", "memory store (no model)"} <= rows
