@@ -98,20 +98,16 @@ def memory(
     check_width: bool = True,
 ) -> Iterator[Memory]:
     """The local memory, acting as the subject `default`, closed at the end."""
-    from app.runtime import open_runtime
-    from app.usecases.memory import Memory
+    from app.usecases.memory import open_memory
 
-    rt = open_runtime(
+    with open_memory(
         settings(),
         load_model=load_model,
         download=download,
         progress=progress,
         check_width=check_width,
-    )
-    try:
-        yield Memory(rt)
-    finally:
-        rt.close()
+    ) as mem:
+        yield mem
 
 
 ME = LOCAL_SUBJECT
@@ -216,25 +212,71 @@ def serve_command(
     # Opened here rather than in the app's lifespan, so that a start-up problem (a
     # width disagreement, a bad key) is one line and exit 1, not a server traceback.
     # The configured model is fetched at start when missing (embedding.download).
+    bind_host, bind_port = host or config.server.host, port or config.server.port
+    check_port_free(bind_host, bind_port)
     with memory(load_model=True, download=config.embedding.download) as mem:
         rt = mem.runtime
         if rt.embedder is None and config.embedding.model != "none":
             typer.echo(
                 f"no embedding model ({rt.model_problem}); serving keyword search, facts "
-                "wait for a model. For the offline model, run: embornal model use minilm-l6",
+                f"wait for a model. {offline_hint()}",
                 err=True,
             )
         verifier = TokenVerifier(config)
         uvicorn.run(
             create_app(config, runtime=rt, verifier=verifier),
-            host=host or config.server.host,
-            port=port or config.server.port,
+            host=bind_host,
+            port=bind_port,
             log_level=config.server.log_level,
             log_config=None,  # keep configure_logging's handler (JSON or text, request ids)
             access_log=False,  # the observability middleware logs each request once
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
         )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a busy port in one line, before the model loads (uvicorn would log a
+    traceback-like error after seconds of start-up). Bound the way uvicorn binds."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # uvicorn says what is wrong with the host
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise EmbornalError(
+                    f"port {port} on {host} is in use (another server?); "
+                    "choose another with --port or server.port"
+                ) from None
+            raise EmbornalError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def embornal_command() -> str:
+    """How the user runs this command: `embornal` when that is on PATH, else its full
+    path (a venv's script, as `make run` leaves it), so a hint can be pasted as is."""
+    import shutil
+
+    if shutil.which("embornal"):
+        return "embornal"
+    script = Path(sys.argv[0])
+    if script.name == "embornal" and script.is_file():
+        return str(script.resolve())
+    beside = Path(sys.executable).with_name("embornal")
+    return str(beside) if beside.is_file() else f"{sys.executable} -m app.cli"
+
+
+def offline_hint() -> str:
+    from app.usecases.models import OFFLINE_MODEL
+
+    return f"For the offline model, run: {embornal_command()} model use {OFFLINE_MODEL}"
 
 
 # --- tokens ------------------------------------------------------------------
@@ -270,14 +312,19 @@ def memory_store(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a fact."""
-    from app.services import facts as fact_service
+    from app.usecases.memory import NewFact, check_facts
 
-    raw = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
+    raw = NewFact(path, text, parse_tag_options(tag), supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
-    (item,) = fact_service.validate_new_facts([raw], settings().limits)
+    (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:
         fact = mem.store(ME, item)
+        problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
     emit_json(fact) if as_json else show_fact(fact)
+    if problem:
+        typer.echo(
+            f"note: the fact waits for an embedding model: {problem}. {offline_hint()}", err=True
+        )
 
 
 @memory_app.command("get")
@@ -558,13 +605,14 @@ def model_pull(
     name: Annotated[str | None, typer.Argument(help="Catalog name (default: configured)")] = None,
 ) -> None:
     """Fetch the model's files into the weights directory (progress bar, sha256 check)."""
-    from app.embeddings.base import ModelUnavailable
-    from app.embeddings.loader import pull_model
+    from app.errors import Unavailable
+    from app.usecases import models
 
     try:
-        where = pull_model(settings(), name, progress=True)
-    except ModelUnavailable as exc:
-        raise EmbornalError(exc.reason) from None
+        where = models.pull(settings(), name)
+    except Unavailable as exc:
+        offline = (name or settings().embedding.model) != models.OFFLINE_MODEL
+        raise EmbornalError(f"{exc.detail}. {offline_hint()}" if offline else exc.detail) from None
     typer.echo(f"model files ready in {where}")
 
 
@@ -575,9 +623,9 @@ def model_use(
     """Switch to another model: write config.yaml, move the vectors, re-embed every fact."""
     import yaml
 
-    from app.embeddings.catalog import get_spec
+    from app.usecases import models
 
-    spec = get_spec(name)
+    spec = models.spec(name)
     config_file = state.dirs.config_file
     data: dict[str, Any] = {}
     if config_file.exists():
@@ -602,9 +650,9 @@ def model_info_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Describe the model: width, pooling, prefixes, files and whether they are present."""
-    from app.embeddings.loader import model_info
+    from app.usecases import models
 
-    info = model_info(settings(), name)
+    info = models.describe(settings(), name)
     if as_json:
         emit_json(info)
         return

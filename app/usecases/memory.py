@@ -34,7 +34,7 @@ from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
 from app.errors import InvalidInput, Unavailable
 from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
-from app.runtime import Runtime, open_engine
+from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -43,8 +43,8 @@ from app.services import search as search_service
 from app.services import transfer
 from app.services.context import Context
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import NewFact
-from app.settings import Settings
+from app.services.facts import CheckedFact, NewFact
+from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
 log = logging.getLogger(__name__)
@@ -429,3 +429,37 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
         return backup_database(engine, target, force=force)
     finally:
         engine.dispose()
+
+
+def check_facts(items: Sequence[NewFact], limits: LimitsSettings) -> list[CheckedFact]:
+    """Fold and check facts without opening anything: a front end calls it before it
+    opens the memory, so that bad input creates no file and loads no model."""
+    return fact_service.validate_new_facts(items, limits)
+
+
+@contextmanager
+def open_memory(
+    settings: Settings,
+    *,
+    load_model: bool = False,
+    download: bool = False,
+    progress: bool = False,
+    check_width: bool = True,
+    clock: Clock | None = None,
+) -> Iterator[Memory]:
+    """The memory for one command (migrated, rules loaded, the model if asked), closed
+    at the end. `check_width=False` is for `reindex --rebuild` alone."""
+    runtime = open_runtime(
+        settings,
+        load_model=load_model,
+        download=download,
+        progress=progress,
+        check_width=check_width,
+    )
+    try:
+        yield Memory(runtime, clock=clock)
+    finally:
+        runtime.close()
+
+
+__all__ = ["CheckedFact", "Memory", "NewFact", "SearchRequest", "check_facts", "open_memory"]

@@ -22,6 +22,7 @@ depends_on: str | Sequence[str] | None = None
 
 DEFAULT_WIDTH = 768
 
+
 def upgrade() -> None:
     width = int(op.get_context().config.attributes.get("embedding_width", DEFAULT_WIDTH))
     now = time.time()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
+
 HEAVY = ("fastapi", "uvicorn", "onnxruntime", "casbin", "numpy", "sqlalchemy", "alembic", "httpx")
 ROOT = Path(__file__).resolve().parents[2]
 

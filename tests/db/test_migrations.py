@@ -77,6 +77,7 @@ def test_revision_files_follow_the_naming_rule_the_fast_head_check_reads() -> No
     assert [s.down_revision for s in revisions] == [None, *(s.revision for s in revisions[:-1])]
 
 
+@pytest.mark.slow  # starts a process
 def test_a_memory_at_head_opens_without_importing_alembic(tmp_path: Path) -> None:
     """What every CLI command pays: checked in a fresh interpreter."""
     import subprocess

@@ -12,7 +12,7 @@ from app.api.problems import located
 from app.api.responses import AUTHED, problems
 from app.rules import MAX_LIMIT, ListSort
 from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
-from app.services import facts as fact_service
+from app.usecases.memory import NewFact
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
@@ -24,8 +24,8 @@ FactId = Annotated[int, Path(ge=1, le=MAX_ID, description="Fact id")]
 Peek = Annotated[bool, Query(description="Read without counting a recall")]
 
 
-def _new(item: FactIn) -> fact_service.NewFact:
-    return fact_service.NewFact(item.path, item.content, item.tags, item.supersedes_id)
+def _new(item: FactIn) -> NewFact:
+    return NewFact(item.path, item.content, item.tags, item.supersedes_id)
 
 
 @router.post(

@@ -11,6 +11,8 @@ from app.services.facts import NewFact
 from app.usecases.memory import Memory, SearchRequest
 from tests.conftest import make_settings
 
+pytestmark = pytest.mark.slow  # loads the real model (make test-fast leaves it out)
+
 FACTS = [
     "The staging database is backed up every night at two in the morning.",
     "Alice prefers tea over coffee during long meetings.",

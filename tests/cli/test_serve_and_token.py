@@ -21,6 +21,8 @@ from app.settings import Settings
 from tests.api.conftest import assert_problem
 from tests.conftest import TEST_WIDTH
 
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
+
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
