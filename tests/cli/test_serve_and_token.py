@@ -40,17 +40,6 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The in-process CLI on the test memory's home."""
-    monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
-    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
-    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
-    monkeypatch.delenv("EMBORNAL_JWT_SECRET", raising=False)
-    monkeypatch.setattr(cli.state, "settings", None)
-    return settings
-
-
 def test_issued_token_is_accepted(client: TestClient, cli_env: Settings) -> None:
     issued = CliRunner().invoke(
         cli.app, ["token", "issue", "--subject", "alice", "--expires", "1h", "--json"]
