@@ -233,7 +233,7 @@ def test_store_embeds_in_the_same_transaction(actor) -> None:
         fact = fact_service.store_fact(conn, ctx, NewFact("/v", "x"), vector=vector.tobytes())
         pending = conn.exec_driver_sql(
             "SELECT count(*) FROM facts INDEXED BY facts_pending_embedding_idx "
-            "WHERE embedding IS NULL AND id = ?",
+            "WHERE embedding IS NULL AND deleted_at IS NULL AND id = ?",
             (fact["id"],),
         ).scalar()
         in_vec = conn.exec_driver_sql(
