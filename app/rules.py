@@ -13,6 +13,9 @@ from typing import Literal, get_args
 # The subject the local command line acts as; it owns the /memory facts (seed).
 LOCAL_SUBJECT = "default"
 
+# SQLite integers are signed 64-bit: a larger fact id is refused as input, not overflowed.
+MAX_ID = 2**63 - 1
+
 # --- paths -------------------------------------------------------------------
 MAX_SEGMENTS = 32
 MAX_SEGMENT_CHARS = 64

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import os
+import stat
 import threading
 import weakref
 from collections.abc import Iterator
@@ -26,6 +28,10 @@ from typing import Any
 
 import sqlean
 from sqlalchemy import Connection, Engine, create_engine, event
+
+from app.dirs import DATABASE_COMPANIONS, make_private_dir
+
+log = logging.getLogger(__name__)
 
 WRITE = "IMMEDIATE"
 READ = "DEFERRED"
@@ -47,7 +53,8 @@ def make_engine(
 ) -> Engine:
     """Make the engine for the memory file at `path` (created with its directory)."""
     if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(Path(path).parent)
+        _private_files(Path(path))
     engine = create_engine(
         f"sqlite:///{path}",
         module=sqlean,
@@ -108,6 +115,36 @@ def connect_file(path: Path | str) -> Any:
     conn = sqlean.connect(str(path), isolation_level=None, check_same_thread=False)
     set_up_connection(conn)
     return conn
+
+
+DATABASE_FILE_MODE = 0o600
+
+
+def _private_files(path: Path) -> None:
+    """memory.db and its -wal/-shm are for their owner alone (SPEC "Files").
+
+    SQLite creates a new database 0644 (less the umask), and its -wal and -shm
+    with the mode of the database file. So the file is made here first, empty
+    (an empty file is a valid empty database) and 0600, and SQLite's companions
+    follow it. A database from an older build, or copied in with looser modes, is
+    tightened here, at the one place that opens the file, with one log line.
+    """
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DATABASE_FILE_MODE))
+        return  # new: 0600 already, and no companions yet
+    except FileExistsError:
+        pass
+    tightened = []
+    for file in (path, *(Path(f"{path}{suffix}") for suffix in DATABASE_COMPANIONS)):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                file.chmod(mode & ~0o077)
+                tightened.append(f"{file.name} (was {mode:04o})")
+        except FileNotFoundError:
+            continue  # no -wal or -shm: the last connection removed them
+    if tightened:
+        log.warning("made %s readable by its owner only: %s", path.parent, ", ".join(tightened))
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """What a new memory holds: the /memory facts and the default policies.
 
-The first migration writes them, and an import reads them to tell a fresh memory
+The migrations write them, and an import reads them to tell a fresh memory
 (one that holds only this) from one with the user's own content. One definition,
 imported by both.
 """
@@ -43,3 +43,9 @@ DEFAULT_POLICIES = [
     ("p", "everyone", "tag:visibility=public", "read", "allow"),
     ("g", "default", "admin", None, None),
 ]
+
+# Added by migration 0002 (the `tag` action), to new and upgraded memories alike.
+TAG_POLICY = ("p", "default", "path:/*", "tag", "allow")
+
+# What a memory fresh from its migrations holds: the lines of 0001, then of 0002.
+FRESH_POLICIES = [*DEFAULT_POLICIES, TAG_POLICY]

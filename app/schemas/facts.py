@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.rules import MAX_ID
 from app.schemas.common import RequestModel, UtcTime
 
-# SQLite integers are 64-bit; a larger id is a 422, not an overflow deep in the driver.
-MAX_ID = 2**63 - 1
 # Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
 MAX_PATH_CHARS = 4096
 
@@ -49,8 +48,15 @@ class Fact(BaseModel):
     tags: dict[str, str] = Field(description="The fact's own tags, owner included")
     effective_tags: dict[str, str] = Field(description="Own tags over inherited, nearest wins")
     links: list[Link]
-    supersedes_id: int | None
-    superseded_by_id: int | None
+    supersedes_id: int | None = Field(
+        description="The fact this one corrects; null when there is none or it is hidden"
+    )
+    superseded_by_id: int | None = Field(
+        description="The fact that corrects this one; null when there is none or it is hidden"
+    )
+    superseded: bool = Field(
+        description="True when a newer fact corrects this one, even one the reader cannot see"
+    )
     deleted_at: UtcTime | None
     created_at: UtcTime
     last_recall_at: UtcTime | None

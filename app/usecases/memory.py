@@ -32,7 +32,7 @@ from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import InvalidInput, Unavailable
+from app.errors import Forbidden, InvalidInput, Unavailable
 from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
 from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
@@ -269,6 +269,12 @@ class Memory:
                 "roles": ctx.access.roles,
                 "permissions": ctx.access.permissions(),
             }
+
+    def require_admin(self, subject: str, message: str) -> None:
+        """Forbidden unless the subject holds the admin role (for operators' routes)."""
+        with self.transaction(subject) as (_conn, ctx):
+            if not ctx.access.is_admin:
+                raise Forbidden(message)
 
     def list_policies(self, subject: str) -> list[dict[str, object]]:
         with self.transaction(subject) as (conn, ctx):

@@ -93,3 +93,18 @@ def test_a_memory_at_head_opens_without_importing_alembic(tmp_path: Path) -> Non
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_each_database_gets_its_own_cursor_key(tmp_path: Path) -> None:
+    """Cursors signed by one memory are worthless to another (migration 0003)."""
+    keys = []
+    for name in ("one.db", "two.db"):
+        engine = make_engine(tmp_path / name)
+        migrate.upgrade(engine, 32)
+        with read_transaction(engine) as conn:
+            keys.append(
+                conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'cursor_key'").scalar()
+            )
+        engine.dispose()
+    assert all(len(bytes.fromhex(key)) == 32 for key in keys)
+    assert keys[0] != keys[1]

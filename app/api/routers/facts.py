@@ -9,9 +9,9 @@ from fastapi import APIRouter, Path, Query, Response, status
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
-from app.rules import MAX_LIMIT, ListSort
-from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
+from app.api.responses import AUTHED, WITH_BODY, problems
+from app.rules import MAX_ID, MAX_LIMIT, ListSort
+from app.schemas.facts import BatchIn, Fact, FactIn, FactList, FactsOut
 from app.usecases.memory import NewFact
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
@@ -33,7 +33,7 @@ def _new(item: FactIn) -> NewFact:
     status_code=status.HTTP_201_CREATED,
     response_model=Fact,
     operation_id="store_fact",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
 def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store one fact (superseding another with `supersedes_id`)."""
@@ -46,7 +46,7 @@ def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str
     status_code=status.HTTP_201_CREATED,
     response_model=FactsOut,
     operation_id="store_facts_batch",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
 def store_facts_batch(body: BatchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store several facts, all or nothing."""

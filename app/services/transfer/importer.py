@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Integer, String, cast, delete, func, insert, 
 
 from app.acl.model import ADMIN, EVERYONE
 from app.db import migrate
-from app.db.seed import DEFAULT_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
+from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
 from app.db.tables import (
     casbin_rule,
     fact_tags,
@@ -97,11 +97,36 @@ def import_memory(
     report.paths_added = (
         conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
     )
-    for record in data.policies:
+    for record in _in_adding_order(data.policies):
         with suppress(Conflict):  # already present: "added if absent"
             policy_service.add_policy(conn, ctx, str(record.policy))
             report.policies_added += 1
     return report
+
+
+def _in_adding_order(policies: list[PolicyRecord]) -> list[PolicyRecord]:
+    """g lines first, each role made before it appears as a member; then p lines.
+
+    add_policy refuses to make a name that is in use as a subject a role (see
+    app.services.policies.check_role_collision), and a p line or a membership
+    written before the role exists reads as such a use. An export lists p lines
+    first, so the file's order would refuse its own roles.
+    """
+    parents: dict[str, set[str]] = {}
+    for record in policies:
+        if record.policy.ptype == "g":
+            member, role = record.policy.values
+            parents.setdefault(member, set()).add(role)
+
+    def height(name: str, seen: frozenset[str] = frozenset()) -> int:
+        # How many role links lie above `name`; a cycle counts once.
+        above = parents.get(name, set()) - seen
+        return 1 + max((height(r, seen | {name}) for r in above), default=-1) if above else 0
+
+    g_lines = [r for r in policies if r.policy.ptype == "g"]
+    # `g, alice, team` must come before `g, team, staff`: higher roles' lines go last.
+    g_lines.sort(key=lambda r: -height(r.policy.values[1]))
+    return g_lines + [r for r in policies if r.policy.ptype != "g"]
 
 
 def is_fresh(conn: Connection) -> bool:
@@ -134,7 +159,7 @@ def is_fresh(conn: Connection) -> bool:
         select(casbin_rule.c.ptype, *(casbin_rule.c[f"v{i}"] for i in range(6)))
     ).all()
     present = sorted(tuple(v for v in row if v) for row in rules)
-    defaults = sorted(tuple(v for v in rule if v) for rule in DEFAULT_POLICIES)
+    defaults = sorted(tuple(v for v in rule if v) for rule in FRESH_POLICIES)
     return present == defaults
 
 
