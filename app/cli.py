@@ -292,6 +292,9 @@ def token_issue(
     from app.auth.tokens import issue_token, parse_duration
 
     lifetime = parse_duration(expires)
+    # The server would refuse a role's name as a subject (401): say so now instead.
+    with memory() as mem:
+        mem.refuse_role_name(subject)
     now = datetime.now(UTC).replace(microsecond=0)
     token = issue_token(settings(), subject, lifetime, now=now)
     if as_json:
@@ -398,7 +401,7 @@ def memory_tag(
     remove: Annotated[list[str] | None, typer.Option("--remove", help="key to remove")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set or remove tags on a path (facts below inherit them, nearest wins)."""
+    """Set or remove tags on a path (facts below inherit them, nearest wins; needs `tag`)."""
     new_tags = parse_tag_options(tag)
     with memory() as mem:
         node = mem.tag_path(ME, path, set_tags=new_tags, remove=remove or [])
@@ -679,7 +682,7 @@ def policy_list(as_json: JsonOpt = False) -> None:
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line."""
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
     with memory() as mem:
         added = mem.add_policy(ME, line)
     typer.echo(f"added: {added['line']}")
@@ -701,7 +704,8 @@ def main() -> None:
         if isinstance(code, int) and code != 0:
             sys.exit(code)
     except EmbornalError as exc:
-        typer.echo(f"error: {exc.detail}", err=True)
+        # The owner at the console may know more than a client is told (console_detail).
+        typer.echo(f"error: {exc.console_detail}", err=True)
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

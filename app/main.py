@@ -50,12 +50,18 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
         rt = runtime or open_runtime(settings, load_model=True)
+        worker = None
         try:
             app.state.runtime = rt
-            app.state.memory = Memory(rt, clock=clock)
+            memory = app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
+            # With a model, facts waiting for one (the /memory starter facts, imports,
+            # stores made without a model) are embedded in the background.
+            worker = app.state.embed_worker = memory.start_embedding_worker()
             yield
         finally:
+            if worker is not None:
+                worker.stop()
             if owned:
                 rt.close()
 

@@ -19,6 +19,7 @@ from app.db.engine import make_engine, read_transaction, write_transaction
 from app.embeddings import loader
 from app.embeddings.base import Embedder
 from app.embeddings.loader import LoadedModel
+from app.embeddings.query_cache import QueryCache
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -32,6 +33,7 @@ class Runtime:
     access: AccessControl
     model: LoadedModel = field(default_factory=lambda: LoadedModel("none"))
     vector_index: VectorIndex = field(default_factory=VectorIndex)
+    query_cache: QueryCache = field(default_factory=QueryCache)
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # The model as the verbs use it. Tests set an embedder (a fake) directly.

@@ -42,6 +42,7 @@ from app.services import policies as policy_service
 from app.services import search as search_service
 from app.services import transfer
 from app.services.context import Context
+from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
 from app.services.facts import CheckedFact, NewFact
 from app.settings import LimitsSettings, Settings
@@ -82,6 +83,7 @@ class Readiness:
     database: Check
     migrations: Check
     model: ModelState
+    pending_embeddings: int | None = None  # facts waiting for the model (None: unknown)
 
     @property
     def ok(self) -> bool:
@@ -254,6 +256,7 @@ class Memory:
             tags=request.tags,
             min_strength=request.min_strength,
             sort=request.sort,
+            cache=rt.query_cache,
         )
         with self.transaction(subject) as (conn, ctx):
             ranking = search_service.rank(conn, ctx, query, rt.vector_index)
@@ -269,6 +272,11 @@ class Memory:
                 "roles": ctx.access.roles,
                 "permissions": ctx.access.permissions(),
             }
+
+    def refuse_role_name(self, name: str) -> None:
+        """InvalidInput when `name` is a role's: it could not be a token's subject."""
+        with read_transaction(self.runtime.engine) as conn:
+            policy_service.refuse_role_name(conn, name)
 
     def require_admin(self, subject: str, message: str) -> None:
         """Forbidden unless the subject holds the admin role (for operators' routes)."""
@@ -288,6 +296,15 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             return policy_service.remove_policy(conn, ctx, line).as_dict()
 
+    def start_embedding_worker(self) -> EmbedWorker | None:
+        """A server's background embedder of the pending queue, started; None without a
+        model. It embeds with the model the memory names at each pass (see _model)."""
+        if self._model() is None:
+            return None
+        worker = EmbedWorker(self.runtime.engine, self._model)
+        worker.start()
+        return worker
+
     # --- the service itself ------------------------------------------------------
 
     def readiness(self) -> Readiness:
@@ -299,6 +316,7 @@ class Memory:
         rt = self.runtime
         database = Check(False, "the database cannot be reached")
         migrations = Check(False, "not checked: no database")
+        pending = None
         try:
             with read_transaction(rt.engine) as conn:
                 conn.execute(text("SELECT 1"))
@@ -306,6 +324,8 @@ class Memory:
                 current, head = migrate.current_revision(conn), migrate.head_revision()
             if current == head:
                 migrations = Check(True, f"at head {head}")
+                with read_transaction(rt.engine) as conn:
+                    pending = embedding_service.pending_count(conn)
                 rt.follow_model()
             else:
                 migrations = Check(False, f"at {current}, head is {head}")
@@ -322,6 +342,7 @@ class Memory:
                 named,
                 None if model.embedder is not None else model.problem or "no model loaded",
             ),
+            pending,
         )
 
     def gauges(self) -> Gauges:

@@ -32,7 +32,8 @@ def readyz(memory: MemoryDep) -> Any:
     """Report whether the database, its migrations and the model are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
-    and facts wait for `embornal memory reindex`.
+    and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
+    with a model the server embeds them itself).
     """
     readiness = memory.readiness()
     body = {"status": "ready" if readiness.ok else "unready", **asdict(readiness)}
