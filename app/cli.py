@@ -34,7 +34,7 @@ from app.settings import Settings, load_settings
 # Casbin, numpy), the server (FastAPI, uvicorn) and the model (onnxruntime) are
 # imported by the commands that use them; tests/cli/test_startup.py holds this.
 if TYPE_CHECKING:
-    from app.usecases.memory import Memory
+    from app.usecases.memory import Fact, Memory
 
 app = typer.Typer(
     help="embornal: a memory of small facts for AI agents.",
@@ -114,33 +114,28 @@ ME = LOCAL_SUBJECT
 T = TypeVar("T", bound=str)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(type(value).__name__)
-
-
 def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, default=_default, indent=2, ensure_ascii=False))
+    """Print a result as the HTTP API would return it (app.schemas.render)."""
+    from app.schemas.render import to_json
+
+    typer.echo(json.dumps(to_json(data), indent=2, ensure_ascii=False))
 
 
-def show_fact(fact: dict[str, Any]) -> None:
-    tags = " ".join(f"{k}={v}" for k, v in fact["effective_tags"].items())
+def show_fact(fact: Fact) -> None:
+    tags = " ".join(f"{k}={v}" for k, v in fact.effective_tags.items())
     flags = []
-    if fact["deleted_at"]:
+    if fact.deleted_at:
         flags.append("deleted")
-    if fact["superseded_by_id"]:
-        flags.append(f"superseded by #{fact['superseded_by_id']}")
-    elif fact["superseded"]:
+    if fact.superseded_by_id:
+        flags.append(f"superseded by #{fact.superseded_by_id}")
+    elif fact.superseded:
         flags.append("superseded")
     extra = f" ({', '.join(flags)})" if flags else ""
     typer.echo(
-        f"#{fact['id']} {fact['path']}  strength {fact['strength']:.2f}  "
-        f"stability {fact['stability_days']:.1f}d  recalls {fact['recall_count']}{extra}"
+        f"#{fact.id} {fact.path}  strength {fact.strength:.2f}  "
+        f"stability {fact.stability_days:.1f}d  recalls {fact.recall_count}{extra}"
     )
-    typer.echo(f"  {fact['content']}")
+    typer.echo(f"  {fact.content}")
     if tags:
         typer.echo(f"  [{tags}]")
 
@@ -362,15 +357,14 @@ def memory_show(
     order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
         node = mem.browse(ME, path, sort=order, limit=limit)
-    here = node["facts"]
     if as_json:
         emit_json(node)
         return
-    tags = " ".join(f"{k}={v}" for k, v in node["effective_tags"].items())
-    typer.echo(f"{node['path']}  ({node['fact_count']} facts){'  [' + tags + ']' if tags else ''}")
-    for child in node["children"]:
-        typer.echo(f"  {child['path']}/  ({child['fact_count']} facts)")
-    for fact in here:
+    tags = " ".join(f"{k}={v}" for k, v in node.effective_tags.items())
+    typer.echo(f"{node.path}  ({node.fact_count} facts){'  [' + tags + ']' if tags else ''}")
+    for child in node.children:
+        typer.echo(f"  {child.path}/  ({child.fact_count} facts)")
+    for fact in node.facts:
         show_fact(fact)
 
 
@@ -408,7 +402,7 @@ def memory_tag(
     if as_json:
         emit_json(node)
     else:
-        typer.echo(f"{node['path']}  tags: {node['tags']}")
+        typer.echo(f"{node.path}  tags: {node.tags}")
 
 
 @memory_app.command("search")
@@ -441,10 +435,10 @@ def memory_search(
     if as_json:
         emit_json(found)
         return
-    typer.echo(f"mode: {found['mode']}")
-    for result in found["results"]:
-        typer.echo(f"score {result['score']:.4f}  ", nl=False)
-        show_fact(result["fact"])
+    typer.echo(f"mode: {found.mode}")
+    for result in found.results:
+        typer.echo(f"score {result.score:.4f}  ", nl=False)
+        show_fact(result.fact)
 
 
 @contextmanager
@@ -504,7 +498,7 @@ def memory_backup(
 
     report = backup_file(settings(), file, force=force)
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report)
         return
     typer.echo(
         f"backed up {report.facts} facts ({_size(report.size_bytes)}) to {report.path} "
@@ -585,7 +579,7 @@ def memory_import(
     except UnicodeDecodeError:
         raise EmbornalError(f"{file} is not UTF-8 text") from None
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report)
         return
     typer.echo(
         f"{report.mode}: {report.facts_added} facts added, {report.facts_skipped} already "

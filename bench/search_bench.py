@@ -169,7 +169,7 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
                 elapsed, found = timed(mode, text)
                 times.append(elapsed)
                 if mode == "semantic":
-                    semantic_results.append({r["fact"]["id"] for r in found["results"]})
+                    semantic_results.append({r.fact.id for r in found.results})
             row[mode] = ms(times)
         # Exact search only after the timing: BLAS threads spin a while after a matmul
         # and would steal the CPU from the next timed search.

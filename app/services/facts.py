@@ -51,6 +51,50 @@ from app.settings import LimitsSettings
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
 
 
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A `[[/path]]` link of a fact, folded; `exists` only for a node the reader sees."""
+
+    path: str
+    exists: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact as its reader sees it (SPEC: "A fact in JSON has at least ...").
+
+    Built from rows the database already holds to its rules, so it is a plain frozen
+    dataclass, not a validating model; app.schemas.facts.Fact is its JSON shape.
+    Pointers to facts the reader may not see are None (`superseded` still tells).
+    """
+
+    id: int
+    path: str
+    content: str
+    owner: str
+    tags: dict[str, str]
+    effective_tags: dict[str, str]
+    links: list[Link]
+    supersedes_id: int | None
+    superseded_by_id: int | None
+    superseded: bool
+    deleted_at: datetime | None
+    created_at: datetime
+    last_recall_at: datetime | None
+    recall_count: int
+    stability_days: float
+    strength: float
+    embedded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FactPage:
+    """A page of a listing; `next_cursor` continues it (None at the end)."""
+
+    facts: list[Fact]
+    next_cursor: str | None
+
+
 @dataclass(frozen=True)
 class NewFact:
     path: str
@@ -64,8 +108,12 @@ class CheckedFact(NewFact):
     """A NewFact that validate_new_facts folded and checked: storing it checks nothing twice."""
 
 
+def _utc(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
 def _time(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, UTC) if value is not None else None
+    return _utc(value) if value is not None else None
 
 
 # --- reading -----------------------------------------------------------------
@@ -84,21 +132,21 @@ def _link_paths(content: str) -> list[str]:
     return out
 
 
-def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[Link]:
     """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
     return links_of(conn, ctx, [content])[0]
 
 
-def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[dict[str, Any]]]:
+def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[Link]]:
     """parse_links for a page of facts at once: one visibility check for all their links."""
     per_fact = [_link_paths(content) for content in contents]
     wanted = {path for links in per_fact for path in links}
     visible = path_service.visible_nodes(conn, ctx, wanted) if wanted else {}
-    return [[{"path": p, "exists": p in visible} for p in links] for links in per_fact]
+    return [[Link(p, p in visible) for p in links] for links in per_fact]
 
 
-def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
-    """The full JSON-ready view of facts the caller already knows are readable, in order."""
+def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
+    """The facts the caller already knows are readable, in the order of `ids`."""
     if not ids:
         return []
     now = ctx.clock()
@@ -163,27 +211,25 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
             continue
         elapsed_days = (now - last_touch(row.last_recall_at, row.created_at)) / SECONDS_PER_DAY
         out.append(
-            {
-                "id": row.id,
-                "path": row.path,
-                "content": row.content,
-                "owner": row.owner,
-                "tags": dict(sorted(own[fid].items())),
-                "effective_tags": dict(sorted(effective[fid].items())),
-                "links": links[fid],
-                "supersedes_id": (
-                    row.supersedes_id if row.supersedes_id in readable_older else None
-                ),
-                "superseded_by_id": successors.get(fid),
-                "superseded": fid in superseded,
-                "deleted_at": _time(row.deleted_at),
-                "created_at": _time(row.created_at),
-                "last_recall_at": _time(row.last_recall_at),
-                "recall_count": row.recall_count,
-                "stability_days": row.stability_days,
-                "strength": strength(elapsed_days, row.stability_days),
-                "embedded": row.embedding is not None,
-            }
+            Fact(
+                id=row.id,
+                path=row.path,
+                content=row.content,
+                owner=row.owner,
+                tags=dict(sorted(own[fid].items())),
+                effective_tags=dict(sorted(effective[fid].items())),
+                links=links[fid],
+                supersedes_id=row.supersedes_id if row.supersedes_id in readable_older else None,
+                superseded_by_id=successors.get(fid),
+                superseded=fid in superseded,
+                deleted_at=_time(row.deleted_at),
+                created_at=_utc(row.created_at),
+                last_recall_at=_time(row.last_recall_at),
+                recall_count=row.recall_count,
+                stability_days=row.stability_days,
+                strength=strength(elapsed_days, row.stability_days),
+                embedded=row.embedding is not None,
+            )
         )
     return out
 
@@ -217,7 +263,7 @@ def get_fact(
     *,
     peek: bool = False,
     include_deleted: bool = False,
-) -> dict[str, Any]:
+) -> Fact:
     """Hand one fact to its reader: a recall unless `peek`."""
     row = _readable_row(conn, ctx, fact_id, include_deleted=include_deleted)
     if not peek and row.deleted_at is None:
@@ -230,7 +276,7 @@ _OLDER = facts.alias("older")
 _NEWER = facts.alias("newer")
 
 
-def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
+def history(conn: Connection, ctx: Context, fact_id: int) -> list[Fact]:
     """The supersede chain through `fact_id`, oldest first, deleted facts included.
 
     The walk steps only through facts the subject may read, and stops at a hidden
@@ -339,7 +385,7 @@ def store_facts(
     *,
     vectors: Sequence[bytes | None] | None = None,
     error_prefix: Sequence[Any] = (),
-) -> list[dict[str, Any]]:
+) -> list[Fact]:
     """Store facts all or nothing; `vectors[i]` is the embedding of item i, or None.
 
     Items that are not yet CheckedFacts are validated here. The memory writes the
@@ -385,7 +431,7 @@ def store_facts(
 
 def store_fact(
     conn: Connection, ctx: Context, item: NewFact, *, vector: bytes | None = None
-) -> dict[str, Any]:
+) -> Fact:
     return store_facts(conn, ctx, [item], vectors=[vector])[0]
 
 
@@ -419,7 +465,7 @@ def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:
     conn.execute(update(facts).where(facts.c.id == fact_id).values(deleted_at=ctx.clock()))
 
 
-def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> dict[str, Any]:
+def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> Fact:
     return get_fact(conn, ctx, fact_id, peek=False)
 
 
@@ -516,7 +562,7 @@ def list_facts(
     sort: ListSort = "created",
     limit: int = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> FactPage:
     """Browse current facts (not a recall): newest first, or strongest first; of the
     subtree `under`, or of the one node `at` (not below it)."""
     check_limit(limit)
@@ -549,7 +595,7 @@ def list_facts(
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
         next_cursor = _encode_cursor(conn, data)
-    return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}
+    return FactPage(hydrate(conn, ctx, [row.id for row in page]), next_cursor)
 
 
 def totals(conn: Connection) -> dict[str, int]:

@@ -26,6 +26,7 @@ from app.errors import InvalidInput, Unavailable
 from app.rules import MAX_QUERY_CHARS, Mode, SearchSort
 from app.services import facts as fact_service
 from app.services.context import Context
+from app.services.facts import Fact
 from app.services.strength import decay_sql
 from app.services.validation import check_limit
 from app.services.vector_index import VectorIndex
@@ -343,7 +344,20 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
     return Ranking(query.mode, order, scores, query.sort)
 
 
-def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    fact: Fact
+    score: float  # what the results are ordered by, higher is better
+    scores: dict[str, Any]  # the scores it was ranked by (app.schemas.search.Scores)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    mode: Mode
+    results: list[SearchResult]
+
+
+def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> SearchPage:
     """Hand the results to the reader: each one a recall unless `peek`.
 
     The ids are checked again here: ranking may have run in an earlier
@@ -354,12 +368,12 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     ids = [fid for fid in wanted if fid in still]
     if not peek:
         fact_service.recall(conn, ctx, ids)
-    hydrated = {fact["id"]: fact for fact in fact_service.hydrate(conn, ctx, ids)}
-    results: list[dict[str, Any]] = [
-        {"fact": hydrated[fid], "score": score, "scores": ranking.scores[fid]}
+    hydrated = {fact.id: fact for fact in fact_service.hydrate(conn, ctx, ids)}
+    results = [
+        SearchResult(hydrated[fid], score, ranking.scores[fid])
         for fid, score in ranking.order
         if fid in hydrated
     ]
     if ranking.sort == "strength":
-        results.sort(key=lambda r: (-r["fact"]["strength"], r["fact"]["id"]))
-    return {"mode": ranking.mode, "results": results}
+        results.sort(key=lambda r: (-r.fact.strength, r.fact.id))
+    return SearchPage(ranking.mode, results)

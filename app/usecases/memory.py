@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,7 +44,9 @@ from app.services import transfer
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import CheckedFact, NewFact
+from app.services.facts import CheckedFact, Fact, FactPage, NewFact
+from app.services.paths import Child, Node
+from app.services.search import SearchPage
 from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
@@ -63,6 +65,20 @@ class SearchRequest:
     limit: int = 10
     sort: SearchSort = "relevance"
     peek: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Browse:
+    """A node (app.services.paths.Node) with a page of the facts at it: `memory show`."""
+
+    path: str
+    tags: dict[str, str]
+    effective_tags: dict[str, str]
+    children: list[Child]
+    fact_count: int
+    subtree_fact_count: int
+    facts: list[Fact]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)
@@ -141,13 +157,13 @@ class Memory:
 
     # --- facts -----------------------------------------------------------------
 
-    def store(self, subject: str, item: NewFact) -> dict[str, Any]:
+    def store(self, subject: str, item: NewFact) -> Fact:
         """Store one fact (a correction when it names `supersedes_id`)."""
         return self.store_batch(subject, [item])[0]
 
     def store_batch(
         self, subject: str, items: Sequence[NewFact], *, error_prefix: Sequence[Any] = ()
-    ) -> list[dict[str, Any]]:
+    ) -> list[Fact]:
         """Store facts all or nothing: check, embed with no lock held, then write."""
         checked = fact_service.validate_new_facts(
             items, self.runtime.settings.limits, error_prefix=error_prefix
@@ -161,19 +177,19 @@ class Memory:
 
     def get(
         self, subject: str, fact_id: int, *, peek: bool = False, include_deleted: bool = False
-    ) -> dict[str, Any]:
+    ) -> Fact:
         """Hand one fact to its reader: a recall unless `peek` (which writes nothing)."""
         with self.transaction(subject, write=not peek) as (conn, ctx):
             return fact_service.get_fact(
                 conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
             )
 
-    def recall(self, subject: str, fact_id: int) -> dict[str, Any]:
+    def recall(self, subject: str, fact_id: int) -> Fact:
         """An explicit recall: the fact's stability grows."""
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.recall_fact(conn, ctx, fact_id)
 
-    def history(self, subject: str, fact_id: int) -> list[dict[str, Any]]:
+    def history(self, subject: str, fact_id: int) -> list[Fact]:
         """The supersede chain through a fact, oldest first (what the subject may read)."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.history(conn, ctx, fact_id)
@@ -192,7 +208,7 @@ class Memory:
         sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FactPage:
         """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`)."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.list_facts(
@@ -201,19 +217,23 @@ class Memory:
 
     # --- the tree --------------------------------------------------------------
 
-    def describe_path(self, subject: str, path: str) -> dict[str, Any]:
+    def describe_path(self, subject: str, path: str) -> Node:
         """A node one level deep: its tags, visible children and counts."""
         with self.transaction(subject) as (conn, ctx):
             return path_service.describe_path(conn, ctx, path)
 
     def browse(
         self, subject: str, path: str, *, sort: ListSort = "created", limit: int = 50
-    ) -> dict[str, Any]:
+    ) -> Browse:
         """A node with the facts that sit at it (not below), in one snapshot."""
         with self.transaction(subject) as (conn, ctx):
             node = path_service.describe_path(conn, ctx, path)
-            listing = fact_service.list_facts(conn, ctx, at=node["path"], sort=sort, limit=limit)
-        return {**node, "facts": listing["facts"], "next_cursor": listing["next_cursor"]}
+            page = fact_service.list_facts(conn, ctx, at=node.path, sort=sort, limit=limit)
+        return Browse(
+            **{f.name: getattr(node, f.name) for f in fields(Node)},
+            facts=page.facts,
+            next_cursor=page.next_cursor,
+        )
 
     def tag_path(
         self,
@@ -222,14 +242,14 @@ class Memory:
         *,
         set_tags: Mapping[str, str] | None = None,
         remove: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    ) -> Node:
         """Set and remove tags on a node in one transaction; returns the node."""
         with self.transaction(subject, write=True) as (conn, ctx):
             for key in remove:
                 path_service.remove_path_tag(conn, ctx, path, key)
             return path_service.set_path_tags(conn, ctx, path, dict(set_tags or {}))
 
-    def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> Node:
         return self.tag_path(subject, path, set_tags=tags)
 
     def remove_path_tag(self, subject: str, path: str, key: str) -> None:
@@ -238,7 +258,7 @@ class Memory:
 
     # --- search ----------------------------------------------------------------
 
-    def search(self, subject: str, request: SearchRequest) -> dict[str, Any]:
+    def search(self, subject: str, request: SearchRequest) -> SearchPage:
         """Search: check and embed first (no transaction), rank in a read snapshot,
         then hand out the page, counting a recall of each result unless `peek`.
 
@@ -489,4 +509,16 @@ def open_memory(
         runtime.close()
 
 
-__all__ = ["CheckedFact", "Memory", "NewFact", "SearchRequest", "check_facts", "open_memory"]
+__all__ = [
+    "Browse",
+    "CheckedFact",
+    "Fact",
+    "FactPage",
+    "Memory",
+    "NewFact",
+    "Node",
+    "SearchPage",
+    "SearchRequest",
+    "check_facts",
+    "open_memory",
+]

@@ -170,3 +170,27 @@ def test_the_offline_hint_names_a_command_that_runs(monkeypatch: pytest.MonkeyPa
     assert Path(command.split(" ")[0]).is_file()
     monkeypatch.setattr("shutil.which", lambda _name: "/usr/local/bin/embornal")
     assert cli.offline_hint() == "For the offline model, run: embornal model use minilm-l6"
+
+
+def test_json_from_the_cli_is_what_the_api_returns(
+    cli_env: Settings, invoke: Invoke, client, auth
+) -> None:
+    stored = invoke("memory", "store", "/same", "one shape [[/memory]]", "--tag", "k=v", "--json")
+    fact = json.loads(stored.stdout)
+    over_http = client.get(
+        f"/v1/facts/{fact['id']}", params={"peek": "true"}, headers=auth("default")
+    ).json()
+    from_cli = json.loads(invoke("memory", "get", str(fact["id"]), "--peek", "--json").stdout)
+    # The app runs on the tests' clock, the CLI on the real one: strength is of the clock.
+    assert from_cli.pop("strength") == pytest.approx(1.0, abs=1e-3)
+    over_http.pop("strength")
+    assert from_cli == over_http
+    assert from_cli["created_at"].endswith("Z") and from_cli["links"] == [
+        {"path": "/memory", "exists": True}
+    ]
+    node_http = client.get("/v1/paths/same", headers=auth("default")).json()
+    node_cli = json.loads(invoke("memory", "show", "/same", "--json").stdout)
+    assert {k: v for k, v in node_cli.items() if k not in ("facts", "next_cursor")} == node_http
+    (listed,) = node_cli["facts"]
+    listed.pop("strength")
+    assert listed == over_http and node_cli["next_cursor"] is None

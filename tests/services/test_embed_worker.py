@@ -43,14 +43,12 @@ def test_a_pass_embeds_what_waits_and_skips_what_someone_else_filled(rt: Runtime
             conn, ctx, [NewFact("/later", f"waiting fact {i}") for i in range(20)]
         )
     victim = stored[3]
-    model = FilledMeanwhile(rt, victim["id"], victim["content"])
+    model = FilledMeanwhile(rt, victim.id, victim.content)
     worker = EmbedWorker(rt.engine, lambda: model, batch_size=4)
     assert worker.run_pass() == 26  # 20 new facts and the 7 starter facts, but the victim
     assert pending(rt) == 0
     with rt.engine.connect() as conn:
-        blob = conn.execute(
-            select(facts.c.embedding).where(facts.c.id == victim["id"])
-        ).scalar_one()
+        blob = conn.execute(select(facts.c.embedding).where(facts.c.id == victim.id)).scalar_one()
     assert np.array_equal(np.frombuffer(blob, "<f4"), np.ones(TEST_WIDTH, "<f4"))
     assert worker.run_pass() == 0  # nothing left: a pass is cheap
 

@@ -18,11 +18,11 @@ def test_a_deleted_fact_leaves_the_embedding_queue(rt: Runtime, actor) -> None:
     with me.tx() as (conn, ctx):
         kept = fact_service.store_fact(conn, ctx, NewFact("/q", "waits for a model"))
         gone = fact_service.store_fact(conn, ctx, NewFact("/q", "deleted before it is embedded"))
-        fact_service.delete_fact(conn, ctx, gone["id"])
+        fact_service.delete_fact(conn, ctx, gone.id)
     with me.tx() as (conn, _ctx):
         # INDEXED BY fails the statement unless the partial index can answer it whole.
         queued = conn.exec_driver_sql(QUEUE).scalars().all()
-        assert queued == [*range(1, 8), kept["id"]]  # the 7 /memory facts, then ours
+        assert queued == [*range(1, 8), kept.id]  # the 7 /memory facts, then ours
         assert embedding_service.pending_count(conn) == 8
 
 

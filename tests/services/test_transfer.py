@@ -85,24 +85,24 @@ def rich(rt: Runtime, actor, clock: FakeClock) -> Runtime:
     clock.advance(days=1)
     with me.tx() as (conn, ctx):
         second = fact_service.store_fact(
-            conn, ctx, NewFact("/projects/x", "the sky is grey", supersedes_id=first["id"])
+            conn, ctx, NewFact("/projects/x", "the sky is grey", supersedes_id=first.id)
         )
     clock.advance(days=2)
     with me.tx() as (conn, ctx):
         fact_service.store_fact(
-            conn, ctx, NewFact("/projects/x", "the sky is dark", supersedes_id=second["id"])
+            conn, ctx, NewFact("/projects/x", "the sky is dark", supersedes_id=second.id)
         )
         # Characters str.splitlines() breaks on, which JSON leaves unescaped.
         fact_service.store_fact(conn, ctx, NewFact("/projects/y", "a\u2028b\u2029c\x85d é"))
         gone = fact_service.store_fact(conn, ctx, NewFact("/projects/y", "soon deleted"))
-        fact_service.delete_fact(conn, ctx, gone["id"])
+        fact_service.delete_fact(conn, ctx, gone.id)
     with alice.tx() as (conn, ctx):
         mine = fact_service.store_fact(
             conn, ctx, NewFact("/team/notes", "alice's note [[/projects/x]]"), vector=vector(2)
         )
     clock.advance(days=5)
     with me.tx() as (conn, ctx):
-        fact_service.get_fact(conn, ctx, mine["id"])  # a recall: recall state must travel
+        fact_service.get_fact(conn, ctx, mine.id)  # a recall: recall state must travel
     return rt
 
 
@@ -132,13 +132,13 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
         assert [h[0] for h in hits] == [by_content["the sky is grey"]["id"]]
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 2
         chain = fact_service.history(conn, ctx, by_content["the sky is blue"]["id"])
-        assert [f["content"] for f in chain] == [
+        assert [f.content for f in chain] == [
             "the sky is blue",
             "the sky is grey",
             "the sky is dark",
         ]
         (restored,) = fact_service.hydrate(conn, ctx, [note["id"]])
-        assert restored["effective_tags"]["visibility"] == "public"
+        assert restored.effective_tags["visibility"] == "public"
 
 
 def test_without_embeddings_the_facts_wait_for_reindex(rich: Runtime, other: Runtime) -> None:
@@ -200,14 +200,14 @@ def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     with Memory(other).transaction() as (conn, ctx):
         ids = dict(conn.execute(select(facts.c.content, facts.c.id)).all())
         imported = {f["content"] for f in file_facts[seed:]}
-        assert all(ids[c] > own["id"] for c in imported)  # appended after what was there
+        assert all(ids[c] > own.id for c in imported)  # appended after what was there
         chain = fact_service.history(conn, ctx, ids["the sky is dark"])
-        assert [f["content"] for f in chain] == [
+        assert [f.content for f in chain] == [
             "the sky is blue",
             "the sky is grey",
             "the sky is dark",
         ]
-        assert chain[1]["supersedes_id"] == ids["the sky is blue"]
+        assert chain[1].supersedes_id == ids["the sky is blue"]
         twice = conn.execute(
             select(func.count()).select_from(facts).where(facts.c.content == "twice")
         ).scalar_one()
@@ -232,7 +232,7 @@ def test_merge_refuses_a_chain_the_memory_already_continued(rt: Runtime, actor) 
         old = fact_service.store_fact(conn, ctx, NewFact("/a", "v1"))
     lines = export_lines(rt)
     with me.tx() as (conn, ctx):
-        fact_service.store_fact(conn, ctx, NewFact("/a", "v2 here", supersedes_id=old["id"]))
+        fact_service.store_fact(conn, ctx, NewFact("/a", "v2 here", supersedes_id=old.id))
     # The file continues v1 another way; the memory already superseded v1.
     v1 = next(json.loads(line) for line in lines if '"content":"v1"' in line)
     fork = v1 | {"id": v1["id"] + 100, "content": "v2 elsewhere", "supersedes_id": v1["id"]}
