@@ -20,6 +20,7 @@ from app.embeddings import loader
 from app.embeddings.base import Embedder
 from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
+from app.errors import ConfigError
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -80,7 +81,11 @@ class Runtime:
             if width is not None:
                 embedding = embedding.model_copy(update={"width": width})
             settings = self.settings.model_copy(update={"embedding": embedding})
-            model = loader.load_model(settings, download=False)
+            try:
+                model = loader.load_model(settings, download=False)
+            except ConfigError as exc:
+                # A name this build's catalog lacks: say so in readiness, serve on.
+                model = LoadedModel(wanted, problem=exc.detail)
             if model.embedder is not None and model.width != width:
                 model = LoadedModel(
                     wanted,

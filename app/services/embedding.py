@@ -1,6 +1,10 @@
 """The model's work on the memory: embeddings for stores, and filling the pending queue.
 
 Loading the model is app.embeddings.loader.load_model; the Runtime keeps its result.
+embed_for_store runs before the use case opens its write transaction. The reindex
+loop is the one service that opens transactions itself (see app.services): each
+batch is read in a snapshot, embedded with none open, and written in its own short
+write transaction, so an interrupted run keeps what it did.
 """
 
 from __future__ import annotations
