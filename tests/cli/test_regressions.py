@@ -194,3 +194,22 @@ def test_json_from_the_cli_is_what_the_api_returns(
     (listed,) = node_cli["facts"]
     listed.pop("strength")
     assert listed == over_http and node_cli["next_cursor"] is None
+
+
+def test_serve_without_its_model_says_the_offline_command_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, invoke: Invoke
+) -> None:
+    import uvicorn
+
+    monkeypatch.setenv("EMBORNAL_HOME", str(tmp_path / "fresh"))
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "bge-base-en-v1.5")
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", "768")
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__DOWNLOAD", "false")  # its files are not here
+    monkeypatch.setattr(uvicorn, "run", lambda _app, **_options: None)
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    result = invoke("serve", "--port", str(port))
+    assert result.exit_code == 0, result.output
+    assert result.output.count("model use minilm-l6") == 1
+    assert result.output.count("no embedding model") == 1
