@@ -124,3 +124,13 @@ effective_fact_tags = table(
 )
 facts_fts = table("facts_fts", column("rowid"), column("content"), column("rank"))
 facts_vec = table("facts_vec", column("fact_id"), column("embedding"), column("distance"))
+
+
+def create_facts_vec(width: int) -> str:
+    """The DDL of facts_vec at `width`: the first migration runs it, and so does a
+    deliberate move to another width (embedding.rebuild_vectors). Cosine distance,
+    because vec0's default is L2."""
+    return (
+        "CREATE VIRTUAL TABLE facts_vec USING vec0("
+        f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
+    )

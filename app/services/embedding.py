@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
 
 from app.db.engine import read_transaction, write_transaction
-from app.db.tables import facts, meta, vector_log
+from app.db.tables import create_facts_vec, facts, meta, vector_log
 from app.embeddings.base import Embedder
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,7 @@ def rebuild_vectors(conn: Connection, width: int) -> None:
     """Move the memory to a model of another width, on purpose: recreate facts_vec at
     `width`, record it in meta, and queue every fact for embedding again."""
     conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
-    conn.exec_driver_sql(
-        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
-        f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
-    )
+    conn.exec_driver_sql(create_facts_vec(width))  # the migration's own DDL
     conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
     conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
     conn.execute(
