@@ -34,30 +34,30 @@ COMMANDS: list[tuple[str, list[str], float]] = [
 ]
 
 
-SOURCE: Path | None = None  # --source: another checkout's app/, for before/after tables
-
-
-def command() -> list[str]:
+def command(source: Path | None) -> list[str]:
+    """The installed script; for another checkout (--source), its app.cli module."""
     script = Path(sys.executable).with_name("embornal")
-    if script.is_file() and SOURCE is None:
+    if script.is_file() and source is None:
         return [str(script)]
     return [sys.executable, "-m", "app.cli"]
 
 
-def environment(home: Path) -> dict[str, str]:
+def environment(home: Path, source: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env |= {"EMBORNAL_HOME": str(home), "EMBORNAL_EMBEDDING__MODEL": "none"}
-    if SOURCE is not None:
-        env["PYTHONPATH"] = str(SOURCE)
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     return env
 
 
-def time_run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+def time_run(args: list[str], env: dict[str, str], source: Path | None) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child: user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([*command(), *args], env=env, capture_output=True, text=True, cwd=SOURCE)
+    done = subprocess.run(
+        [*command(source), *args], env=env, capture_output=True, text=True, cwd=source
+    )
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -73,18 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, help="time another checkout (git worktree)")
     parser.add_argument("--skip", action="append", default=[], help="a command to leave out")
     options = parser.parse_args(argv)
-    global SOURCE
-    SOURCE = options.source
+    source = options.source
     commands = [c for c in COMMANDS if c[0] not in options.skip]
     runs = 1 if options.smoke else options.runs
     with tempfile.TemporaryDirectory(prefix="embornal-startup-") as tmp:
-        env = environment(Path(tmp))
+        env = environment(Path(tmp), source)
         if not options.smoke:
             for _name, args, _goal in commands:
-                time_run(args, env)  # the bytecode cache, and a memory.db to show
+                time_run(args, env, source)  # the bytecode cache, and a memory.db to show
         print(f"{'command':<26} {'best s':>7} {'median s':>9} {'CPU s':>6} {'goal s':>7}")
         for name, args, goal in commands:
-            runs_of = [time_run(args, env) for _ in range(runs)]
+            runs_of = [time_run(args, env, source) for _ in range(runs)]
             walls = [wall for wall, _cpu in runs_of]
             cpu = statistics.median(c for _wall, c in runs_of)
             best, median = min(walls), statistics.median(walls)

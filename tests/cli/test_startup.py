@@ -3,6 +3,7 @@ bench/cli_startup.py (the table of start-up times) runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,14 +24,15 @@ def imported_after(args: list[str], home: Path) -> list[str]:
         f"sys.argv = ['embornal', *{args!r}]\n"
         "from app.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+        "import json\n"
+        f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
     env["EMBORNAL_HOME"] = str(home)
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    return eval(done.stdout.strip().splitlines()[-1])  # a list literal we printed
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["paths"], ["memory", "--help"]])
