@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import report_load
+
 COMMANDS: list[tuple[str, list[str], float]] = [
     ("--help", ["--help"], 0.5),
     ("--version", ["--version"], 0.5),
@@ -81,18 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         if not options.smoke:
             for _name, args, _goal in commands:
                 time_run(args, env, source)  # the bytecode cache, and a memory.db to show
-        print(f"{'command':<26} {'best s':>7} {'median s':>9} {'CPU s':>6} {'goal s':>7}")
+        print("| command | best s | median s | CPU s | goal s | |")
+        print("|---|---:|---:|---:|---:|---|")
         for name, args, goal in commands:
             runs_of = [time_run(args, env, source) for _ in range(runs)]
             walls = [wall for wall, _cpu in runs_of]
             cpu = statistics.median(c for _wall, c in runs_of)
             best, median = min(walls), statistics.median(walls)
             verdict = "" if options.smoke else ("ok" if best < goal else "SLOW")
-            print(f"{name:<26} {best:>7.3f} {median:>9.3f} {cpu:>6.3f} {goal:>7.1f}  {verdict}")
+            print(f"| {name} | {best:.3f} | {median:.3f} | {cpu:.3f} | {goal:.1f} | {verdict} |")
     print(
         f"{runs} run(s) a command. The verdict is on the best run, as timeit's advice goes: "
         "on a shared machine the others also measure its other load (compare CPU s)."
     )
+    report_load()
     return 0
 
 

@@ -99,11 +99,12 @@ class Readiness:
     database: Check
     migrations: Check
     model: ModelState
+    index: Check  # the vector index, loaded into this process's memory
     pending_embeddings: int | None = None  # facts waiting for the model (None: unknown)
 
     @property
     def ok(self) -> bool:
-        return self.database.ok and self.migrations.ok
+        return self.database.ok and self.migrations.ok and self.index.ok
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,11 @@ class Memory:
             log.exception("readiness check failed")
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
+        index = (
+            Check(True, f"{len(rt.vector_index)} vectors in memory")
+            if rt.vector_index.ready.is_set()
+            else Check(False, "the vector index is not loaded (see the log)")
+        )
         return Readiness(
             database,
             migrations,
@@ -362,6 +368,7 @@ class Memory:
                 named,
                 None if model.embedder is not None else model.problem or "no model loaded",
             ),
+            index,
             pending,
         )
 

@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from alembic import op
 
 from app.db.seed import DEFAULT_POLICIES, MEMORY_FACTS, SEED_OWNER
-from app.db.tables import create_facts_vec
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -218,7 +217,10 @@ def upgrade() -> None:
         """
     )
     # Meaning: vec0 with cosine distance (its default is L2).
-    op.execute(create_facts_vec(width))
+    op.execute(
+        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
+        f"fact_id INTEGER PRIMARY KEY, embedding float[{width}] distance_metric=cosine)"
+    )
 
     # Every embedding written, in order: in-memory vector indexes (one per server
     # process) read it to catch up with writes made by any process, the CLI included.

@@ -26,10 +26,15 @@ def healthz() -> dict[str, str]:
     "/readyz",
     response_model=Ready,
     operation_id="readyz",
-    responses={503: {"model": Ready, "description": "Not ready: the database or its schema"}},
+    responses={
+        503: {
+            "model": Ready,
+            "description": "Not ready: the database, its schema or the vector index",
+        }
+    },
 )
 def readyz(memory: MemoryDep) -> Any:
-    """Report whether the database, its migrations and the model are ready (no auth).
+    """Report whether the database, its migrations, the model and the index are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
     and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
