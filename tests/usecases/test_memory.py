@@ -15,10 +15,13 @@ def test_readiness_names_the_model_and_counts_what_waits_for_it(rt: Runtime) -> 
     memory = Memory(rt)
     memory.store("default", NewFact("/r", "embedded at once"))
     head = migrate.head_revision()
+    assert memory.readiness().index == Check(False, "the vector index is not loaded (see the log)")
+    rt.load_vector_index()  # what the app's lifespan does before it takes a request
     assert memory.readiness() == Readiness(
         Check(True),
         Check(True, f"at head {head}"),
         ModelState(True, rt.embedder.name, None),
+        Check(True, "1 vectors in memory"),
         pending_embeddings=7,  # the /memory facts the migration wrote; ours has its vector
     )
 
