@@ -20,6 +20,11 @@ class EmbornalError(Exception):
         self.detail = detail
         self.errors = errors
 
+    @property
+    def console_detail(self) -> str:
+        """What the owner at the local console is told; a client gets `detail` alone."""
+        return self.detail
+
 
 class ConfigError(EmbornalError):
     """The configuration cannot be used: start-up stops."""

@@ -27,7 +27,6 @@ from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
 from app.runtime import Runtime, open_runtime
-from app.services.embed_worker import start_worker
 from app.settings import Settings
 from app.usecases.memory import Memory
 
@@ -55,7 +54,7 @@ def create_app(
         worker = None
         try:
             app.state.runtime = rt
-            app.state.memory = Memory(rt, clock=clock)
+            memory = app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
             # The vector index is in memory before the server takes a request: no
             # /readyz says ready, and no first search pays for the load (~1 s at a
@@ -63,7 +62,7 @@ def create_app(
             await anyio.to_thread.run_sync(rt.load_vector_index)
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
-            worker = app.state.embed_worker = start_worker(rt)
+            worker = app.state.embed_worker = memory.start_embedding_worker()
             yield
         finally:
             if worker is not None:
@@ -81,7 +80,7 @@ def create_app(
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry
-    registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
+    registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)

@@ -153,8 +153,14 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     ]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
         return _invalid_json()
-    fields = sorted({_field_name(e["loc"]) for e in errors})
-    shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
+    # Each field with what is wanted of it ("limit: Input should be less than or equal to
+    # 100"): a client that reads only `detail` learns the bound, not just the field.
+    wanted: dict[str, str] = {}
+    for e in errors:
+        wanted.setdefault(_field_name(e["loc"]), str(e["msg"])[:MAX_MESSAGE_CHARS])
+    fields = sorted(wanted)
+    shown = "; ".join(f"{name}: {wanted[name]}" for name in fields[:5])
+    shown += "; ..." if len(fields) > 5 else ""
     detail = f"Invalid value for {shown}." if shown else "The request is not valid."
     return problem_response(422, detail, errors=errors)
 
