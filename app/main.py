@@ -29,7 +29,6 @@ from app.auth.tokens import TokenVerifier
 from app.mcp.http import JwtVerifier, McpEndpoint, token_subject
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
-from app.services.embed_worker import start_worker
 from app.settings import Settings
 from app.usecases.memory import Memory
 
@@ -57,7 +56,7 @@ def create_app(
         worker = None
         try:
             app.state.runtime = rt
-            app.state.memory = Memory(rt, clock=clock)
+            memory = app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
             # The vector index is in memory before the server takes a request: no
             # /readyz says ready, and no first search pays for the load (~1 s at a
@@ -65,7 +64,7 @@ def create_app(
             await anyio.to_thread.run_sync(rt.load_vector_index)
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
-            worker = app.state.embed_worker = start_worker(rt)
+            worker = app.state.embed_worker = memory.start_embedding_worker()
             async with mcp_endpoint.running():
                 yield
         finally:
@@ -84,7 +83,7 @@ def create_app(
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
     registry = CollectorRegistry()
     app.state.metrics_registry = registry
-    registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
+    registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)

@@ -8,24 +8,24 @@ process; app.usecases.memory.Memory runs the verbs on it.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
+from app.embeddings import loader
+from app.embeddings.base import Embedder
+from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
+from app.errors import ConfigError
 from app.services import vector_index
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
-if TYPE_CHECKING:
-    from app.embeddings.base import Embedder
-
 log = logging.getLogger(__name__)
-LOCAL_SUBJECT = "default"
 
 
 @dataclass
@@ -33,17 +33,78 @@ class Runtime:
     settings: Settings
     engine: Engine
     access: AccessControl
-    embedder: Embedder | None = None
-    model_problem: str | None = None  # why there is no embedder, for readiness
-    model_load_seconds: float | None = None
+    model: LoadedModel = field(default_factory=lambda: LoadedModel("none"))
     vector_index: VectorIndex = field(default_factory=VectorIndex)
     query_cache: QueryCache = field(default_factory=QueryCache)
+    _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    # The model as the verbs use it. Tests set an embedder (a fake) directly.
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.model.embedder
+
+    @embedder.setter
+    def embedder(self, embedder: Embedder | None) -> None:
+        name = embedder.name if embedder is not None else "none"
+        self.model = LoadedModel(name, embedder, None if embedder else self.model.problem)
+
+    @property
+    def model_problem(self) -> str | None:
+        """Why there is no embedder, for readiness."""
+        return self.model.problem
+
+    @model_problem.setter
+    def model_problem(self, problem: str | None) -> None:
+        self.model = LoadedModel(self.model.name, self.model.embedder, problem)
 
     def verify_width(self) -> None:
         """Stop (StartupError) unless config, meta and the loaded model agree on the width."""
-        model_width = self.embedder.width if self.embedder is not None else None
         with read_transaction(self.engine) as conn:
-            migrate.check_width(conn, self.settings.embedding.width, model_width)
+            migrate.check_width(conn, self.settings.embedding.width, self.model.width)
+
+    def follow_model(self) -> None:
+        """Load the model the memory now names, when another process switched it.
+
+        `embornal model use` records its model in meta (with the new width) while a
+        server runs; this sees it on the server's next call and loads that model,
+        outside any transaction, with the new width. One read of meta a call: a
+        switch costs the one request that loads.
+        """
+        with read_transaction(self.engine) as conn:
+            wanted = migrate.stored_model(conn)
+            width = migrate.stored_width(conn)
+        if wanted is None or wanted == self.model.name:
+            return
+        with self._switching:  # one thread loads; the others then see it done
+            if wanted == self.model.name:
+                return
+            embedding = self.settings.embedding.model_copy(update={"model": wanted})
+            if width is not None:
+                embedding = embedding.model_copy(update={"width": width})
+            settings = self.settings.model_copy(update={"embedding": embedding})
+            try:
+                model = loader.load_model(settings, download=False)
+            except ConfigError as exc:
+                # A name this build's catalog lacks: say so in readiness, serve on.
+                model = LoadedModel(wanted, problem=exc.detail)
+            if model.embedder is not None and model.width != width:
+                model = LoadedModel(
+                    wanted,
+                    problem=f"the model {wanted} gives {model.width}-d vectors; "
+                    f"the memory holds {width}-d ones",
+                )
+            log.info("the memory switched to the model %s: %s", wanted, model.problem or "loaded")
+            self.settings, self.model = settings, model
+
+    def record_model(self) -> None:
+        """Name the loaded model in meta, if the memory names another (or none)."""
+        if self.model.embedder is None:
+            return
+        with read_transaction(self.engine) as conn:
+            if migrate.stored_model(conn) == self.model.name:
+                return
+        with write_transaction(self.engine) as conn:
+            migrate.record_model(conn, self.model.name)
 
     def load_vector_index(self) -> None:
         """Read every code from facts_vec into the in-memory index (readiness waits
@@ -78,25 +139,26 @@ def open_runtime(
     """Migrate to head, check the vector width, and (optionally) load the model once.
 
     `check_width=False` is for `reindex --rebuild` alone, which changes the width.
+    A model that loads and agrees becomes the memory's model (meta), so that running
+    servers follow it.
     """
     engine = open_engine(settings)
-    migrate.upgrade(engine, settings.embedding.width)
-    # A memory that outgrew its index cells gets new ones (once per 4x growth); the
-    # look is a read, so a start does not queue behind a writer for nothing.
-    with read_transaction(engine) as conn:
-        stale = vector_index.partitions_stale(conn)
-    if stale:
-        with write_transaction(engine) as conn:
-            vector_index.repartition_if_stale(conn)
-    runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
-    if load_model:
-        from app.services.embedding import attach_model
-
-        attach_model(runtime, download=download, progress=progress)
-    if check_width:
-        try:
+    try:
+        migrate.upgrade(engine, settings.embedding.width)
+        # A memory that outgrew its index cells gets new ones (once per 4x growth); the
+        # look is a read, so a start does not queue behind a writer for nothing.
+        with read_transaction(engine) as conn:
+            stale = vector_index.partitions_stale(conn)
+        if stale:
+            with write_transaction(engine) as conn:
+                vector_index.repartition_if_stale(conn)
+        runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
+        if load_model:
+            runtime.model = loader.load_model(settings, download=download, progress=progress)
+        if check_width:
             runtime.verify_width()
-        except Exception:
-            engine.dispose()
-            raise
+            runtime.record_model()
+    except Exception:
+        engine.dispose()
+        raise
     return runtime

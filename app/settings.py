@@ -164,8 +164,10 @@ def load_settings(
     if path.exists():
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: cannot read the config file: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(_yaml_problem(path, exc)) from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the config file must be a mapping of sections")
         data = loaded or {}
@@ -195,3 +197,14 @@ def _describe(exc: ValidationError, path: Path, origin: Mapping[str, str]) -> st
         else:
             problems.append(f"{where}: bad value for '{key}': {error['msg']}")
     return "; ".join(problems)
+
+
+def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """One line, `FILE:LINE: what is wrong`, as compilers say it; PyYAML's own message
+    spans several lines and quotes the text around the mistake."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or "not valid YAML"
+    where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return f"{where}: the config file is not valid YAML: {detail}"

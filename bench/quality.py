@@ -68,7 +68,7 @@ def build(home: Path, embedder: Any, facts: list[dict[str, Any]]) -> tuple[Any, 
         stored = fact_service.store_facts(
             conn, ctx, [NewFact(f["path"], f["content"]) for f in facts], vectors=vectors
         )
-    return rt, {s["id"]: f["id"] for s, f in zip(stored, facts, strict=True)}
+    return rt, {s.id: f["id"] for s, f in zip(stored, facts, strict=True)}
 
 
 def metrics(found: Sequence[str], relevant: Sequence[str]) -> tuple[float, float]:

@@ -346,7 +346,7 @@ def run_size(
             elapsed, found = timed(mode, text)
             times.append(elapsed)
             if mode == "semantic":
-                semantic_results.append({r["fact"]["id"] for r in found["results"]})
+                semantic_results.append({r.fact.id for r in found.results})
         row[mode] = ms(times)
     row["trade"] = trade(rt, query_vectors)
     row["flat"] = flat_scan(rt, query_vectors)

@@ -143,7 +143,7 @@ def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
     found = Memory(rt).search("agent", SearchRequest(q=q, mode=mode, limit=10))
     total = time.perf_counter() - t0
     stages = timers.take()
-    assert found["mode"] == mode
+    assert found.mode == mode
     rank_parts = stages.get("rank keyword", 0.0) + stages.get("rank semantic", 0.0)
     return {
         "embed": stages.get("embed", 0.0),

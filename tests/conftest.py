@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 from app.db import migrate
 from app.db.engine import make_engine
 from app.dirs import Dirs
+from app.embeddings.catalog import ModelSpec, register_spec, unregister_spec
 from app.runtime import Runtime, open_runtime
 from app.services.context import Context
 from app.settings import Settings
@@ -97,3 +98,19 @@ def actor(rt: Runtime, clock: FakeClock):
         return Actor(rt, subject, clock)
 
     return make
+
+
+TINY = "tiny-32"
+TINY_WIDTH = 32
+
+
+@pytest.fixture
+def tiny_model(home: Path) -> Iterator[ModelSpec]:
+    """A tiny generated ONNX model in the catalog as `tiny-32`, its files in `home`."""
+    from tests.onnx_factory import make_tiny_model_dir, tiny_spec
+
+    spec = tiny_spec(TINY, TINY_WIDTH)
+    register_spec(spec)
+    make_tiny_model_dir(home / TINY, TINY_WIDTH)
+    yield spec
+    unregister_spec(TINY)

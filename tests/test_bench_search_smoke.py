@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,6 +17,7 @@ def test_the_benches_are_found() -> None:
     assert {"search_bench", "acl_bench", "load_bench"} <= set(BENCHES)
 
 
+@pytest.mark.slow  # starts a process per bench (make test-fast leaves it out)
 @pytest.mark.parametrize("name", BENCHES)
 def test_bench_runs_in_smoke_mode_and_prints_its_table(name: str) -> None:
     done = subprocess.run(

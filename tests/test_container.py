@@ -21,7 +21,10 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
+
+pytestmark = pytest.mark.slow  # builds a wheel, starts processes (make test-fast leaves it out)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -51,3 +51,13 @@ def test_mixed_algorithm_families_are_refused(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("auth:\n  algorithms: [HS256, RS256]\n")
     with pytest.raises(ConfigError, match=r"auth\.algorithms"):
         load_settings(dirs(tmp_path), env={})
+
+
+def test_broken_yaml_is_one_line_naming_the_file_and_the_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("server:\n  port: 8420\n  host: [127.0.0.1\nlimits:\n  content_chars: 10\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(Dirs(tmp_path, tmp_path, tmp_path), env={})
+    message = caught.value.detail
+    assert "\n" not in message
+    assert message.startswith(f"{config}:4: the config file is not valid YAML: ")

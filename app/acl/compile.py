@@ -43,8 +43,8 @@ from sqlalchemy.sql.elements import KeyedColumnElement
 
 from app.acl.model import ObjectPattern
 from app.db.tables import effective_path_tags, fact_tags, path_closure, paths
+from app.rules import OWNER_KEY
 
-OWNER_KEY = "owner"
 # Built once: an alias's column collection is costly to make on every request. Each
 # subquery names what it correlates, so sharing them between subqueries is safe.
 _OWN = fact_tags.alias("own")

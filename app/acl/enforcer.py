@@ -60,6 +60,11 @@ class SubjectIsRole(Unauthorized):
             f"{EVERYONE!r} or {ADMIN!r}); subjects and roles are separate namespaces"
         )
 
+    @property
+    def console_detail(self) -> str:
+        # The owner at the console may know why (a server tells a client nothing).
+        return self.reason
+
 
 def role_names(enforcer: casbin.Enforcer) -> frozenset[str]:
     """Every name that is a role: the second field of a g line, plus everyone and admin."""

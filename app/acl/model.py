@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from app.auth.subjects import validate_subject
 from app.errors import InvalidInput
 from app.identifiers import hidden_character
+from app.rules import SEGMENT, TAG_KEY, TAG_VALUE
 
 EVERYONE = "everyone"
 ADMIN = "admin"
@@ -49,11 +50,8 @@ m = (g(r.sub, p.sub) || g("everyone", p.sub)) && r.act == p.act && objectMatch(r
     && (p.eft == "deny" || mayGrant(p.obj, p.act))
 """
 
-SEGMENT = r"[a-z0-9][a-z0-9._-]{0,63}"
 _PATH_OBJECT = re.compile(rf"^path:(/|(?:/{SEGMENT})+)(/\*)?$")
 _ROOT_SUBTREE = "path:/*"
-TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-TAG_VALUE = re.compile(r"^[^\s=,]{1,256}$")
 _TAG_OBJECT = re.compile(r"^tag:([^=\s,]+)=([^\s=,]+)$")
 
 

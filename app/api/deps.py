@@ -23,16 +23,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth.tokens import UNAUTHORIZED_MESSAGE, TokenVerifier
 from app.errors import Unauthorized
-from app.runtime import Runtime
 from app.usecases.memory import Memory
 
 # auto_error=False: a missing header is our 401 problem, not FastAPI's own error.
 _bearer = HTTPBearer(auto_error=False, description="A JWT whose `sub` is the subject")
-
-
-def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
 
 
 def get_memory(request: Request) -> Memory:
@@ -51,6 +45,5 @@ def get_subject(
     return verifier.verify(credentials.credentials)
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 MemoryDep = Annotated[Memory, Depends(get_memory)]
 SubjectDep = Annotated[str, Depends(get_subject)]

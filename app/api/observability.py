@@ -12,7 +12,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -20,9 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.db.engine import read_transaction
-from app.runtime import Runtime
-from app.services import facts as fact_service
+from app.usecases.memory import Memory
 
 REQUEST_ID_HEADER = "x-request-id"
 _VALID_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -50,34 +48,36 @@ class HttpMetrics:
 class MemoryCollector(Collector):
     """Gauges read at scrape time, so they are right whoever wrote (server or CLI)."""
 
-    def __init__(self, get_runtime: Any) -> None:
-        self._get_runtime = get_runtime
+    def __init__(self, get_memory: Callable[[], Memory | None]) -> None:
+        self._get_memory = get_memory
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        rt: Runtime | None = self._get_runtime()
-        if rt is None:
+        memory = self._get_memory()
+        if memory is None:
             return
-        with read_transaction(rt.engine) as conn:
-            counts = fact_service.totals(conn)
-        total, deleted, pending = (
-            counts["facts"],
-            counts["deleted"],
-            counts["pending_embeddings"],
-        )
-        yield GaugeMetricFamily("embornal_facts", "Facts stored, deleted ones included", total)
-        yield GaugeMetricFamily("embornal_facts_deleted", "Facts deleted", deleted)
+        gauges = memory.gauges()
         yield GaugeMetricFamily(
-            "embornal_embeddings_pending", "Facts waiting for an embedding", pending
+            "embornal_facts", "Facts stored, deleted ones included", gauges.facts
+        )
+        yield GaugeMetricFamily("embornal_facts_deleted", "Facts deleted", gauges.deleted)
+        yield GaugeMetricFamily(
+            "embornal_embeddings_pending",
+            "Facts waiting for an embedding",
+            gauges.pending_embeddings,
         )
         yield GaugeMetricFamily(
-            "embornal_vector_index_size", "Vectors in this process's index", len(rt.vector_index)
+            "embornal_vector_index_size",
+            "Vectors in this process's index",
+            gauges.vector_index_size,
         )
         loaded = GaugeMetricFamily("embornal_model_loaded", "1 when a model is loaded")
-        loaded.add_metric([], 1 if rt.embedder is not None else 0)
+        loaded.add_metric([], 1 if gauges.model_loaded else 0)
         yield loaded
-        if rt.model_load_seconds is not None:
+        if gauges.model_load_seconds is not None:
             yield GaugeMetricFamily(
-                "embornal_model_load_seconds", "Time the model took to load", rt.model_load_seconds
+                "embornal_model_load_seconds",
+                "Time the model took to load",
+                gauges.model_load_seconds,
             )
 
 

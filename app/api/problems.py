@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from app.errors import (
+    MAX_MESSAGE_CHARS,
     Conflict,
     EmbornalError,
     Forbidden,
@@ -35,9 +36,6 @@ from app.errors import (
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
-# A validation message quotes the limits of a field, never the value sent;
-# this bounds anything else pydantic might one day put in it.
-MAX_MESSAGE_CHARS = 300
 MAX_FIELD_ERRORS = 50
 
 # Framework errors (404, 405, 413 from the body limit, 422 from FastAPI) take the

@@ -1,24 +1,35 @@
-"""Bring memory.db to the head revision, and refuse a vector width that disagrees."""
+"""Bring memory.db to the head revision, and refuse a vector width that disagrees.
+
+Every command opens the memory through `upgrade`, so its cost is every command's:
+a memory already at head is recognised with one SELECT and no Alembic import
+(~0.3 s of a CLI command's start, bench/cli_startup.py). That rests on the
+revision files' naming rule, `<revision>_<slug>.py` with numbered revisions in
+one line, which tests/db/test_migrations.py holds against Alembic's own head.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, insert, select, text, update
 
 import migrations
 from app.db.engine import write_transaction
 from app.db.tables import meta
 from app.errors import StartupError
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(migrations.__file__).parent
+_REVISION_FILE = re.compile(r"^(\d{4})_\w+\.py$")
 
 
 def alembic_config(connection: Connection | None = None, width: int | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.attributes["connection"] = connection
@@ -28,20 +39,44 @@ def alembic_config(connection: Connection | None = None, width: int | None = Non
 
 
 def head_revision() -> str | None:
+    """The newest revision, by the naming rule of the revision files (no Alembic)."""
+    names = (entry.name for entry in (MIGRATIONS_DIR / "versions").iterdir())
+    numbers = [match.group(1) for match in map(_REVISION_FILE.match, names) if match]
+    return max(numbers, default=None)
+
+
+def alembic_head_revision() -> str | None:
+    """The head as Alembic reads it from the scripts: the truth head_revision follows."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn).get_current_revision()
+    """The revision the memory is at; None for a memory no migration has run on."""
+    exists = conn.execute(
+        text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'")
+    ).scalar()
+    if not exists:
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def upgrade(engine: Engine, width: int, revision: str = "head") -> None:
     """Run the migrations up to `revision`; a new memory's vec0 table gets `width`."""
+    if revision == "head":
+        with engine.connect() as conn:
+            if current_revision(conn) == head_revision():
+                return
+    from alembic import command
+
     with write_transaction(engine) as conn:
         command.upgrade(alembic_config(conn, width), revision)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+
     with write_transaction(engine) as conn:
         command.downgrade(alembic_config(conn), revision)
 
@@ -49,6 +84,22 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 def stored_width(conn: Connection) -> int | None:
     value = conn.execute(select(meta.c.value).where(meta.c.key == "embedding_width")).scalar()
     return int(value) if value is not None else None
+
+
+MODEL_KEY = "embedding_model"
+
+
+def stored_model(conn: Connection) -> str | None:
+    """The model the memory's vectors come from, as the last process that loaded or
+    switched one recorded it (None before any did)."""
+    return conn.execute(select(meta.c.value).where(meta.c.key == MODEL_KEY)).scalar()
+
+
+def record_model(conn: Connection, name: str) -> None:
+    """Record the model in meta, in the caller's write transaction: running servers
+    read it on their next request and load the same model (Runtime.follow_model)."""
+    if conn.execute(update(meta).where(meta.c.key == MODEL_KEY).values(value=name)).rowcount == 0:
+        conn.execute(insert(meta).values(key=MODEL_KEY, value=name))
 
 
 def check_width(conn: Connection, config_width: int, model_width: int | None = None) -> None:

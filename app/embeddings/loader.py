@@ -1,15 +1,60 @@
-"""Turn settings into an embedder, and back the `embornal model pull|info` commands."""
+"""Turn settings into a loaded model, and back the `embornal model pull|info` commands.
+
+`load_model` is the one way a process gets its model: a function of the settings
+whose result (the embedder, or why there is none) the Runtime keeps. It changes
+nothing else, so the server can load a new model beside the old one and swap.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.catalog import NO_MODEL, get_spec
-from app.embeddings.fetch import ensure_model_files, model_status
 from app.errors import ConfigError
 from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What loading gave: the embedder, or the reason there is none (for readiness)."""
+
+    name: str  # the catalog name asked for, or "none"
+    embedder: Embedder | None = None
+    problem: str | None = None
+    load_seconds: float | None = None
+
+    @property
+    def width(self) -> int | None:
+        return self.embedder.width if self.embedder is not None else None
+
+
+def load_model(
+    settings: Settings, *, download: bool | None = None, progress: bool = False
+) -> LoadedModel:
+    """Load the configured model; with none, or one that cannot be had, say why.
+
+    `download` overrides embedding.download. Raises ConfigError only for a name the
+    catalog does not know; every other failure is a LoadedModel without an embedder.
+    """
+    name = settings.embedding.model
+    if name == NO_MODEL:
+        return LoadedModel(name, problem="no embedding model is configured (embedding.model: none)")
+    if download is not None:
+        settings = settings.model_copy(
+            update={"embedding": settings.embedding.model_copy(update={"download": download})}
+        )
+    started = time.perf_counter()
+    try:
+        embedder = load_embedder(settings, progress=progress)
+    except ModelUnavailable as exc:
+        return LoadedModel(name, problem=exc.reason)
+    if embedder is None:  # pragma: no cover - load_embedder gives None only for NO_MODEL
+        return LoadedModel(name, problem="no embedding model is configured")
+    return LoadedModel(name, embedder, load_seconds=time.perf_counter() - started)
 
 
 def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | None:
@@ -22,6 +67,8 @@ def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | N
     name = settings.embedding.model
     if name == NO_MODEL:
         return None
+    from app.embeddings.fetch import ensure_model_files  # httpx: only when there is a model
+
     spec = get_spec(name)
     model_dir = ensure_model_files(spec, settings, progress=progress)
     # Imported here so that `model info` and a server without a model skip onnxruntime.
@@ -53,6 +100,8 @@ def model_info(settings: Settings, name: str | None = None) -> dict[str, Any]:
             "complete": True,
             "description": "no model: facts are stored without embeddings",
         }
+    from app.embeddings.fetch import model_status
+
     spec = get_spec(name)
     status = model_status(spec, settings)
     return {
@@ -75,5 +124,7 @@ def pull_model(settings: Settings, name: str | None = None, progress: bool = Tru
     name = name or settings.embedding.model
     if name == NO_MODEL:
         raise ConfigError("embedding.model is 'none': there is no model to pull; name one")
+    from app.embeddings.fetch import ensure_model_files
+
     spec = get_spec(name)
     return ensure_model_files(spec, settings, progress=progress, download=True)

@@ -9,13 +9,10 @@ whichever front end handed it out.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas.facts import MAX_ID, MAX_PATH_CHARS, Fact
-from app.schemas.paths import PathOut
-from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode
+from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode
+from app.schemas.facts import MAX_PATH_CHARS
 
 FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
 
@@ -77,7 +74,7 @@ class SearchIn(ToolInput):
         le=1.0,
         description="Only facts at least this strong (1 = just recalled, fading towards 0)",
     )
-    limit: int = Field(default=10, ge=1, le=MAX_RESULTS, description="At most this many results")
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description="At most this many results")
     peek: bool = Field(
         default=False,
         description="Read without counting a recall (recalls keep useful facts strong)",
@@ -98,10 +95,10 @@ class BrowseIn(ToolInput):
     path: str = Field(
         default="/", max_length=MAX_PATH_CHARS, description="The node to look at; / is the root"
     )
-    sort: Literal["created", "strength"] = Field(
+    sort: ListSort = Field(
         default="created", description="The node's facts newest first, or strongest first"
     )
-    limit: int = Field(default=20, ge=1, le=MAX_RESULTS, description="At most this many facts")
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )
@@ -114,10 +111,8 @@ class ListIn(ToolInput):
     tags: dict[str, str] = Field(
         default_factory=dict, description="Only facts carrying all of these tags"
     )
-    sort: Literal["created", "strength"] = Field(
-        default="created", description="Newest first, or strongest first"
-    )
-    limit: int = Field(default=20, ge=1, le=MAX_RESULTS, description="At most this many facts")
+    sort: ListSort = Field(default="created", description="Newest first, or strongest first")
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )
@@ -144,8 +139,3 @@ class NoInput(ToolInput):
 
 class DeletedOut(BaseModel):
     deleted_id: int = Field(description="The fact now deleted: it drops out of everything")
-
-
-class BrowseOut(PathOut):
-    facts: list[Fact] = Field(description="Current facts at this node (not below), one page")
-    next_cursor: str | None = Field(description="Pass as `cursor` for more facts; null at end")

@@ -32,11 +32,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from app import __version__
-from app.errors import EmbornalError, InvalidInput, Unavailable, field_name, invalid_detail
+from app.errors import EmbornalError, InvalidInput, Unavailable, invalid_detail
 from app.mcp import schemas as s
 from app.schemas.facts import Fact, FactList, FactsOut
 from app.schemas.meta import WhoAmI
-from app.schemas.paths import PathOut
+from app.schemas.paths import PathOut, PathWithFacts
 from app.schemas.search import SearchOut
 from app.usecases.memory import Memory, NewFact, SearchRequest
 
@@ -207,7 +207,7 @@ TOOLS: dict[str, ToolSpec] = {
             "each holds, and the facts stored at the node itself. Start at / to see the "
             "topics there are. Browsing is not a recall.",
             s.BrowseIn,
-            s.BrowseOut,
+            PathWithFacts,
             _browse,
             read_only=True,
         ),
@@ -273,9 +273,8 @@ class ToolMetrics:
 
 
 def arguments_of(spec: ToolSpec, raw: Mapping[str, Any]) -> s.ToolInput:
-    """The call's arguments checked against the tool's input model, or InvalidInput whose
-    detail is REST's for the same fault, then what its `errors` list would say (a model
-    reads only the text)."""
+    """The call's arguments checked against the tool's input model, or InvalidInput with
+    the detail REST gives the same fault ("Invalid value for limit: ...")."""
     try:
         return spec.input.model_validate(raw)
     except ValidationError as exc:
@@ -283,8 +282,7 @@ def arguments_of(spec: ToolSpec, raw: Mapping[str, Any]) -> s.ToolInput:
             {"loc": ["arguments", *e["loc"]], "msg": e["msg"]}
             for e in exc.errors(include_input=False, include_url=False)
         ]
-        reasons = "; ".join(f"{field_name(e['loc'])}: {e['msg']}" for e in errors[:5])
-        raise InvalidInput(f"{invalid_detail(errors)} {reasons}", errors=errors) from None
+        raise InvalidInput(invalid_detail(errors), errors=errors) from None
 
 
 def error_text(exc: Exception) -> str:
@@ -410,7 +408,7 @@ def build_server(
             elif uri.startswith(PATH_URI):
                 path = "/" + unquote(uri.removeprefix(PATH_URI)).lstrip("/")
                 node = await anyio.to_thread.run_sync(lambda: memory.browse(who, path))
-                text = json.dumps(serialize(s.BrowseOut, node), ensure_ascii=False)
+                text = json.dumps(serialize(PathWithFacts, node), ensure_ascii=False)
                 mime = "application/json"
             else:
                 raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource: {uri}")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.rules import MAX_ID
 from app.schemas.common import RequestModel, UtcTime
 
-# SQLite integers are 64-bit; a larger id is a 422, not an overflow deep in the driver.
-MAX_ID = 2**63 - 1
 # Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
 MAX_PATH_CHARS = 4096
 

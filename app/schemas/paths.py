@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from app.schemas.facts import Fact
+
 
 class Child(BaseModel):
     path: str
@@ -17,3 +19,10 @@ class PathOut(BaseModel):
     children: list[Child]
     fact_count: int = Field(description="Current facts at this node the reader sees")
     subtree_fact_count: int = Field(description="Current facts in the subtree the reader sees")
+
+
+class PathWithFacts(PathOut):
+    """A node with a page of the facts at it (`embornal memory show --json`)."""
+
+    facts: list[Fact]
+    next_cursor: str | None

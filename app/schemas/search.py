@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
+from app.rules import MAX_LIMIT, MAX_QUERY_CHARS, Mode, SearchSort
 from app.schemas.common import RequestModel
 from app.schemas.facts import MAX_PATH_CHARS, Fact
-
-Mode = Literal["keyword", "semantic", "hybrid"]
-Sort = Literal["relevance", "strength"]
-MAX_QUERY_CHARS = 4000
-MAX_RESULTS = 100
 
 
 class SearchIn(RequestModel):
@@ -32,8 +26,10 @@ class SearchIn(RequestModel):
         examples=[["lang=py"]],
     )
     min_strength: float | None = Field(default=None, ge=0.0, le=1.0)
-    limit: int = Field(default=10, ge=1, le=MAX_RESULTS)
-    sort: Sort = Field(default="relevance", description="Order the page by relevance or strength")
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    sort: SearchSort = Field(
+        default="relevance", description="Order the page by relevance or strength"
+    )
     peek: bool = Field(default=False, description="Read without counting a recall")
 
 

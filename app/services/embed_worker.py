@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from sqlalchemy import Engine
 
 from app.embeddings.base import Embedder
 from app.services.embedding import reindex
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +38,14 @@ class EmbedWorker:
     def __init__(
         self,
         engine: Engine,
-        embedder: Embedder,
+        model: Callable[[], Embedder | None],
         *,
         batch_size: int = BATCH_SIZE,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
-        self.engine, self.embedder = engine, embedder
+        # Asked before each pass: a server that switched models (`embornal model use`)
+        # must not go on embedding with the old one.
+        self.engine, self.model = engine, model
         self.batch_size, self.poll_seconds = batch_size, poll_seconds
         self.embedded = 0  # facts looked at since start, for logs and tests
         self._wake = threading.Event()
@@ -56,9 +55,12 @@ class EmbedWorker:
 
     def run_pass(self) -> int:
         """Embed what waits now, until the queue is empty or stop() is called."""
+        embedder = self.model()
+        if embedder is None:
+            return 0
         done = reindex(
             self.engine,
-            self.embedder,
+            embedder,
             batch_size=self.batch_size,
             should_stop=self._stop.is_set,
         )
@@ -102,12 +104,3 @@ class EmbedWorker:
                 if not self._stop.is_set():
                     self._idle.set()
             self._wake.wait(self.poll_seconds)
-
-
-def start_worker(rt: Runtime) -> EmbedWorker | None:
-    """The app lifespan's hook: a worker for a runtime with a model, else None."""
-    if rt.embedder is None:
-        return None
-    worker = EmbedWorker(rt.engine, rt.embedder, batch_size=BATCH_SIZE)
-    worker.start()
-    return worker

@@ -1,53 +1,26 @@
-"""The model at run time: load it once, embed for stores, and fill the pending queue."""
+"""The model's work on the memory: embeddings for stores, and filling the pending queue.
+
+Loading the model is app.embeddings.loader.load_model; the Runtime keeps its result.
+embed_for_store runs before the use case opens its write transaction. The reindex
+loop is the one service that opens transactions itself (see app.services): each
+batch is read in a snapshot, embedded with none open, and written in its own short
+write transaction, so an interrupted run keeps what it did.
+"""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Connection, Engine, func, select, update
 
 from app.db.engine import read_transaction, write_transaction
 from app.db.tables import facts, meta
-from app.embeddings.base import Embedder, ModelUnavailable
-from app.embeddings.loader import load_embedder
+from app.embeddings.base import Embedder
 from app.services import vector_index
 
-if TYPE_CHECKING:
-    from app.runtime import Runtime
-
 log = logging.getLogger(__name__)
-
-
-def attach_model(rt: Runtime, *, download: bool | None = None, progress: bool = False) -> None:
-    """Load the configured model once; with none, say why (readiness shows it).
-
-    The caller then checks the model's width against config and meta (open_runtime).
-    """
-    settings = rt.settings
-    if settings.embedding.model == "none":
-        rt.model_problem = "no embedding model is configured (embedding.model: none)"
-        return
-    if download is not None:
-        settings = settings.model_copy(
-            update={"embedding": settings.embedding.model_copy(update={"download": download})}
-        )
-    started = time.perf_counter()
-    try:
-        embedder = load_embedder(settings, progress=progress)
-    except ModelUnavailable as exc:
-        rt.model_problem = exc.reason
-        log.warning("no embedding model: %s", exc.reason)
-        return
-    if embedder is None:
-        rt.model_problem = "no embedding model is configured"
-        return
-    rt.embedder = embedder
-    rt.model_problem = None
-    rt.model_load_seconds = time.perf_counter() - started
 
 
 def to_blob(vector: np.ndarray) -> bytes:

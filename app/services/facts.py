@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -27,6 +27,7 @@ from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
 from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.rules import MAX_ID, OWNER_KEY, ListSort
 from app.services import paths as path_service
 from app.services import vector_index
 from app.services.context import Context
@@ -39,8 +40,8 @@ from app.services.strength import (
     strength,
 )
 from app.services.validation import (
-    OWNER_KEY,
     check_content,
+    check_limit,
     check_tags,
     fold_path,
     parse_tag_filter,
@@ -49,9 +50,50 @@ from app.services.visibility import SUCCESSOR, current_only, readable
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
-MAX_LIMIT = 100
-MAX_ID = 2**63 - 1  # SQLite integers are signed 64-bit (app.schemas.facts says the same)
-Sort = Literal["created", "strength"]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A `[[/path]]` link of a fact, folded; `exists` only for a node the reader sees."""
+
+    path: str
+    exists: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact as its reader sees it (SPEC: "A fact in JSON has at least ...").
+
+    Built from rows the database already holds to its rules, so it is a plain frozen
+    dataclass, not a validating model; app.schemas.facts.Fact is its JSON shape.
+    Pointers to facts the reader may not see are None (`superseded` still tells).
+    """
+
+    id: int
+    path: str
+    content: str
+    owner: str
+    tags: dict[str, str]
+    effective_tags: dict[str, str]
+    links: list[Link]
+    supersedes_id: int | None
+    superseded_by_id: int | None
+    superseded: bool
+    deleted_at: datetime | None
+    created_at: datetime
+    last_recall_at: datetime | None
+    recall_count: int
+    stability_days: float
+    strength: float
+    embedded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FactPage:
+    """A page of a listing; `next_cursor` continues it (None at the end)."""
+
+    facts: list[Fact]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)
@@ -67,8 +109,12 @@ class CheckedFact(NewFact):
     """A NewFact that validate_new_facts folded and checked: storing it checks nothing twice."""
 
 
+def _utc(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
 def _time(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, UTC) if value is not None else None
+    return _utc(value) if value is not None else None
 
 
 # --- reading -----------------------------------------------------------------
@@ -87,21 +133,21 @@ def _link_paths(content: str) -> list[str]:
     return out
 
 
-def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[Link]:
     """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
     return links_of(conn, ctx, [content])[0]
 
 
-def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[dict[str, Any]]]:
+def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[Link]]:
     """parse_links for a page of facts at once: one visibility check for all their links."""
     per_fact = [_link_paths(content) for content in contents]
     wanted = {path for links in per_fact for path in links}
     visible = path_service.visible_nodes(conn, ctx, wanted) if wanted else {}
-    return [[{"path": p, "exists": p in visible} for p in links] for links in per_fact]
+    return [[Link(p, p in visible) for p in links] for links in per_fact]
 
 
-def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
-    """The full JSON-ready view of facts the caller already knows are readable, in order."""
+def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
+    """The facts the caller already knows are readable, in the order of `ids`."""
     if not ids:
         return []
     now = ctx.clock()
@@ -166,27 +212,25 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
             continue
         elapsed_days = (now - last_touch(row.last_recall_at, row.created_at)) / SECONDS_PER_DAY
         out.append(
-            {
-                "id": row.id,
-                "path": row.path,
-                "content": row.content,
-                "owner": row.owner,
-                "tags": dict(sorted(own[fid].items())),
-                "effective_tags": dict(sorted(effective[fid].items())),
-                "links": links[fid],
-                "supersedes_id": (
-                    row.supersedes_id if row.supersedes_id in readable_older else None
-                ),
-                "superseded_by_id": successors.get(fid),
-                "superseded": fid in superseded,
-                "deleted_at": _time(row.deleted_at),
-                "created_at": _time(row.created_at),
-                "last_recall_at": _time(row.last_recall_at),
-                "recall_count": row.recall_count,
-                "stability_days": row.stability_days,
-                "strength": strength(elapsed_days, row.stability_days),
-                "embedded": row.embedding is not None,
-            }
+            Fact(
+                id=row.id,
+                path=row.path,
+                content=row.content,
+                owner=row.owner,
+                tags=dict(sorted(own[fid].items())),
+                effective_tags=dict(sorted(effective[fid].items())),
+                links=links[fid],
+                supersedes_id=row.supersedes_id if row.supersedes_id in readable_older else None,
+                superseded_by_id=successors.get(fid),
+                superseded=fid in superseded,
+                deleted_at=_time(row.deleted_at),
+                created_at=_utc(row.created_at),
+                last_recall_at=_time(row.last_recall_at),
+                recall_count=row.recall_count,
+                stability_days=row.stability_days,
+                strength=strength(elapsed_days, row.stability_days),
+                embedded=row.embedding is not None,
+            )
         )
     return out
 
@@ -220,7 +264,7 @@ def get_fact(
     *,
     peek: bool = False,
     include_deleted: bool = False,
-) -> dict[str, Any]:
+) -> Fact:
     """Hand one fact to its reader: a recall unless `peek`."""
     row = _readable_row(conn, ctx, fact_id, include_deleted=include_deleted)
     if not peek and row.deleted_at is None:
@@ -233,7 +277,7 @@ _OLDER = facts.alias("older")
 _NEWER = facts.alias("newer")
 
 
-def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
+def history(conn: Connection, ctx: Context, fact_id: int) -> list[Fact]:
     """The supersede chain through `fact_id`, oldest first, deleted facts included.
 
     The walk steps only through facts the subject may read, and stops at a hidden
@@ -342,7 +386,7 @@ def store_facts(
     *,
     vectors: Sequence[bytes | None] | None = None,
     error_prefix: Sequence[Any] = (),
-) -> list[dict[str, Any]]:
+) -> list[Fact]:
     """Store facts all or nothing; `vectors[i]` is the embedding of item i, or None.
 
     Items that are not yet CheckedFacts are validated here. The memory writes the
@@ -400,7 +444,7 @@ def store_facts(
 
 def store_fact(
     conn: Connection, ctx: Context, item: NewFact, *, vector: bytes | None = None
-) -> dict[str, Any]:
+) -> Fact:
     return store_facts(conn, ctx, [item], vectors=[vector])[0]
 
 
@@ -444,7 +488,7 @@ def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:
     conn.execute(update(facts).where(facts.c.id == fact_id).values(deleted_at=ctx.clock()))
 
 
-def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> dict[str, Any]:
+def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> Fact:
     return get_fact(conn, ctx, fact_id, peek=False)
 
 
@@ -531,13 +575,6 @@ def tag_filters(tags: Sequence[str] | None) -> list[Any]:
     return filters
 
 
-def check_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_LIMIT:
-        message = f"limit must be between 1 and {MAX_LIMIT}"
-        raise InvalidInput(message, errors=[{"loc": ["limit"], "msg": message}])
-    return limit
-
-
 def list_facts(
     conn: Connection,
     ctx: Context,
@@ -545,10 +582,10 @@ def list_facts(
     under: str | None = None,
     at: str | None = None,
     tags: Sequence[str] | None = None,
-    sort: Sort = "created",
+    sort: ListSort = "created",
     limit: int = 50,
     cursor: str | None = None,
-) -> dict[str, Any]:
+) -> FactPage:
     """Browse current facts (not a recall): newest first, or strongest first; of the
     subtree `under`, or of the one node `at` (not below it)."""
     check_limit(limit)
@@ -581,7 +618,7 @@ def list_facts(
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
         next_cursor = _encode_cursor(conn, data)
-    return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}
+    return FactPage(hydrate(conn, ctx, [row.id for row in page]), next_cursor)
 
 
 def totals(conn: Connection) -> dict[str, int]:

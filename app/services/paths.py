@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
 from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -121,7 +121,25 @@ def _may_change(ctx: Context, node: Resource) -> bool:
     return ctx.access.can("write", node) or ctx.access.can("tag", node)
 
 
-def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Child:
+    path: str
+    fact_count: int  # current facts in the child's subtree that the reader sees
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node one level deep, as its reader sees it (app.schemas.paths.PathOut)."""
+
+    path: str
+    tags: dict[str, str]  # its own
+    effective_tags: dict[str, str]  # own and inherited, nearest wins
+    children: list[Child]
+    fact_count: int  # current facts at the node the reader sees
+    subtree_fact_count: int
+
+
+def describe_path(conn: Connection, ctx: Context, raw_path: str) -> Node:
     """A node one level deep: its tags, its visible children and fact counts."""
     path = fold_path(raw_path)
     node = _visible_node(conn, ctx, path)
@@ -134,15 +152,15 @@ def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, An
         count = counts.get(row.id, 0)
         if count == 0 and not _may_change(ctx, path_resource(conn, row.path)):
             continue
-        children.append({"path": row.path, "fact_count": count})
-    return {
-        "path": path,
-        "tags": own_path_tags(conn, node),
-        "effective_tags": effective_tags_of_path(conn, node),
-        "children": children,
-        "fact_count": _node_fact_count(conn, ctx, node),
-        "subtree_fact_count": _subtree_fact_count(conn, ctx, [node]).get(node, 0),
-    }
+        children.append(Child(row.path, count))
+    return Node(
+        path=path,
+        tags=own_path_tags(conn, node),
+        effective_tags=effective_tags_of_path(conn, node),
+        children=children,
+        fact_count=_node_fact_count(conn, ctx, node),
+        subtree_fact_count=_subtree_fact_count(conn, ctx, [node]).get(node, 0),
+    )
 
 
 def _taggable_node(conn: Connection, ctx: Context, path: str, new: dict[str, str]) -> None:
@@ -161,9 +179,7 @@ def _taggable_node(conn: Connection, ctx: Context, path: str, new: dict[str, str
     raise Forbidden(f"{ctx.subject} may not change tags at {path}")
 
 
-def set_path_tags(
-    conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]
-) -> dict[str, Any]:
+def set_path_tags(conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]) -> Node:
     """Set (add or replace) tags on a node, creating the node if the subject may tag there."""
     path = fold_path(raw_path)
     checked = dict(check_tag(k, v) for k, v in tags.items())

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, func, literal_column, select, text
@@ -23,15 +23,15 @@ from app.db.tables import facts, facts_fts
 from app.embeddings.base import Embedder
 from app.embeddings.query_cache import QueryCache
 from app.errors import InvalidInput, Unavailable
+from app.rules import MAX_QUERY_CHARS, Mode, SearchSort
 from app.services import facts as fact_service
 from app.services.context import Context
+from app.services.facts import Fact
 from app.services.strength import decay_sql
+from app.services.validation import check_limit
 from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
 
-Mode = Literal["keyword", "semantic", "hybrid"]
-SearchSort = Literal["relevance", "strength"]
-MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
 # Hybrid fuses the semantic ranking with the STRICT keyword tier only, by reciprocal
 # rank fusion (k=60, equal weights). On bench/quality.py (60 questions, minilm-l6) the
@@ -295,7 +295,7 @@ def prepare(
     The query is embedded once (or taken from `cache`), and both halves of a
     hybrid search share that vector.
     """
-    fact_service.check_limit(limit)
+    check_limit(limit)
     if not q or not q.strip():
         raise _invalid("q", "q must hold some text to search for")
     if len(q) > MAX_QUERY_CHARS:
@@ -371,7 +371,20 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
     return Ranking(query.mode, order, scores, query.sort)
 
 
-def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    fact: Fact
+    score: float  # what the results are ordered by, higher is better
+    scores: dict[str, Any]  # the scores it was ranked by (app.schemas.search.Scores)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchPage:
+    mode: Mode
+    results: list[SearchResult]
+
+
+def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> SearchPage:
     """Hand the results to the reader: each one a recall unless `peek`.
 
     The ids are checked again here: ranking may have run in an earlier
@@ -382,12 +395,12 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     ids = [fid for fid in wanted if fid in still]
     if not peek:
         fact_service.recall(conn, ctx, ids)
-    hydrated = {fact["id"]: fact for fact in fact_service.hydrate(conn, ctx, ids)}
-    results: list[dict[str, Any]] = [
-        {"fact": hydrated[fid], "score": score, "scores": ranking.scores[fid]}
+    hydrated = {fact.id: fact for fact in fact_service.hydrate(conn, ctx, ids)}
+    results = [
+        SearchResult(hydrated[fid], score, ranking.scores[fid])
         for fid, score in ranking.order
         if fid in hydrated
     ]
     if ranking.sort == "strength":
-        results.sort(key=lambda r: (-r["fact"]["strength"], r["fact"]["id"]))
-    return {"mode": ranking.mode, "results": results}
+        results.sort(key=lambda r: (-r.fact.strength, r.fact.id))
+    return SearchPage(ranking.mode, results)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from app.acl.model import TAG_KEY, TAG_VALUE
 from app.errors import InvalidInput
 from app.identifiers import hidden_character
-
-MAX_SEGMENTS = 32
-MAX_SEGMENT_CHARS = 64
-_SEGMENT = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-OWNER_KEY = "owner"
+from app.rules import (
+    MAX_LIMIT,
+    MAX_SEGMENT_CHARS,
+    MAX_SEGMENTS,
+    OWNER_KEY,
+    SEGMENT_RE,
+    TAG_KEY,
+    TAG_VALUE,
+)
 
 
 def _invalid(field: str, message: str) -> InvalidInput:
@@ -34,13 +36,15 @@ def fold_path(raw: str, field: str = "path") -> str:
         return "/"
     segments = path[1:].split("/")
     if len(segments) > MAX_SEGMENTS:
-        raise _invalid(field, f"path {raw!r} has {len(segments)} segments; at most 32")
+        raise _invalid(field, f"path {raw!r} has {len(segments)} segments; at most {MAX_SEGMENTS}")
     for segment in segments:
         if not segment:
             raise _invalid(field, f"path {raw!r} has an empty segment")
         if len(segment) > MAX_SEGMENT_CHARS:
-            raise _invalid(field, f"segment {segment!r} is longer than 64 characters")
-        if not _SEGMENT.match(segment):
+            raise _invalid(
+                field, f"segment {segment!r} is longer than {MAX_SEGMENT_CHARS} characters"
+            )
+        if not SEGMENT_RE.match(segment):
             raise _invalid(
                 field,
                 f"segment {segment!r} must start with a letter or digit and hold only "
@@ -112,3 +116,10 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
     if not _is_unicode(content):
         raise _invalid(field, "content holds a lone surrogate, which is not Unicode text")
     return content
+
+
+def check_limit(limit: int) -> int:
+    """A page size: a listing's or a search's `limit`."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise _invalid("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    return limit

@@ -17,18 +17,24 @@ service functions underneath never commit and never run the model.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
+from app.db import migrate
+from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
+from app.embeddings.base import Embedder
+from app.embeddings.catalog import NO_MODEL
 from app.errors import Forbidden, InvalidInput, Unavailable
-from app.runtime import LOCAL_SUBJECT, Runtime
+from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
+from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -36,11 +42,15 @@ from app.services import policies as policy_service
 from app.services import search as search_service
 from app.services import transfer
 from app.services.context import Context
+from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import NewFact, Sort
-from app.services.search import Mode, SearchSort
+from app.services.facts import CheckedFact, Fact, FactPage, NewFact
+from app.services.paths import Child, Node
+from app.services.search import SearchPage
+from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,56 @@ class SearchRequest:
     limit: int = 10
     sort: SearchSort = "relevance"
     peek: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Browse:
+    """A node (app.services.paths.Node) with a page of the facts at it: `memory show`."""
+
+    path: str
+    tags: dict[str, str]
+    effective_tags: dict[str, str]
+    children: list[Child]
+    fact_count: int
+    subtree_fact_count: int
+    facts: list[Fact]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelState:
+    loaded: bool
+    name: str | None = None  # the catalog name, loaded or not; None with no model configured
+    reason: str | None = None  # why none is loaded
+
+
+@dataclass(frozen=True)
+class Readiness:
+    database: Check
+    migrations: Check
+    model: ModelState
+    index: Check  # the vector index, loaded into this process's memory
+    pending_embeddings: int | None = None  # facts waiting for the model (None: unknown)
+
+    @property
+    def ok(self) -> bool:
+        return self.database.ok and self.migrations.ok and self.index.ok
+
+
+@dataclass(frozen=True)
+class Gauges:
+    facts: int
+    deleted: int
+    pending_embeddings: int
+    vector_index_size: int
+    model_loaded: bool
+    model_load_seconds: float | None
 
 
 class Memory:
@@ -90,21 +150,27 @@ class Memory:
         with opened(self.runtime.engine) as conn:
             yield conn, self.context(conn, subject)
 
+    def _model(self) -> Embedder | None:
+        """The model to embed with now: the one the memory names, if another process
+        switched it since (see Runtime.follow_model)."""
+        self.runtime.follow_model()
+        return self.runtime.embedder
+
     # --- facts -----------------------------------------------------------------
 
-    def store(self, subject: str, item: NewFact) -> dict[str, Any]:
+    def store(self, subject: str, item: NewFact) -> Fact:
         """Store one fact (a correction when it names `supersedes_id`)."""
         return self.store_batch(subject, [item])[0]
 
     def store_batch(
         self, subject: str, items: Sequence[NewFact], *, error_prefix: Sequence[Any] = ()
-    ) -> list[dict[str, Any]]:
+    ) -> list[Fact]:
         """Store facts all or nothing: check, embed with no lock held, then write."""
         checked = fact_service.validate_new_facts(
             items, self.runtime.settings.limits, error_prefix=error_prefix
         )
         # The model runs before the write lock: it must not hold up other writers.
-        vectors = embed_for_store(self.runtime.embedder, [item.content for item in checked])
+        vectors = embed_for_store(self._model(), [item.content for item in checked])
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.store_facts(
                 conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
@@ -112,19 +178,19 @@ class Memory:
 
     def get(
         self, subject: str, fact_id: int, *, peek: bool = False, include_deleted: bool = False
-    ) -> dict[str, Any]:
+    ) -> Fact:
         """Hand one fact to its reader: a recall unless `peek` (which writes nothing)."""
         with self.transaction(subject, write=not peek) as (conn, ctx):
             return fact_service.get_fact(
                 conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
             )
 
-    def recall(self, subject: str, fact_id: int) -> dict[str, Any]:
+    def recall(self, subject: str, fact_id: int) -> Fact:
         """An explicit recall: the fact's stability grows."""
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.recall_fact(conn, ctx, fact_id)
 
-    def history(self, subject: str, fact_id: int) -> list[dict[str, Any]]:
+    def history(self, subject: str, fact_id: int) -> list[Fact]:
         """The supersede chain through a fact, oldest first (what the subject may read)."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.history(conn, ctx, fact_id)
@@ -140,10 +206,10 @@ class Memory:
         under: str | None = None,
         at: str | None = None,
         tags: Sequence[str] | None = None,
-        sort: Sort = "created",
+        sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FactPage:
         """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`)."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.list_facts(
@@ -152,7 +218,7 @@ class Memory:
 
     # --- the tree --------------------------------------------------------------
 
-    def describe_path(self, subject: str, path: str) -> dict[str, Any]:
+    def describe_path(self, subject: str, path: str) -> Node:
         """A node one level deep: its tags, visible children and counts."""
         with self.transaction(subject) as (conn, ctx):
             return path_service.describe_path(conn, ctx, path)
@@ -162,18 +228,22 @@ class Memory:
         subject: str,
         path: str,
         *,
-        sort: Sort = "created",
+        sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Browse:
         """A node with the facts that sit at it (not below), in one snapshot; `cursor`
         (a previous page's `next_cursor`) pages through those facts."""
         with self.transaction(subject) as (conn, ctx):
             node = path_service.describe_path(conn, ctx, path)
-            listing = fact_service.list_facts(
-                conn, ctx, at=node["path"], sort=sort, limit=limit, cursor=cursor
+            page = fact_service.list_facts(
+                conn, ctx, at=node.path, sort=sort, limit=limit, cursor=cursor
             )
-        return {**node, "facts": listing["facts"], "next_cursor": listing["next_cursor"]}
+        return Browse(
+            **{f.name: getattr(node, f.name) for f in fields(Node)},
+            facts=page.facts,
+            next_cursor=page.next_cursor,
+        )
 
     def tag_path(
         self,
@@ -182,14 +252,14 @@ class Memory:
         *,
         set_tags: Mapping[str, str] | None = None,
         remove: Sequence[str] = (),
-    ) -> dict[str, Any]:
+    ) -> Node:
         """Set and remove tags on a node in one transaction; returns the node."""
         with self.transaction(subject, write=True) as (conn, ctx):
             for key in remove:
                 path_service.remove_path_tag(conn, ctx, path, key)
             return path_service.set_path_tags(conn, ctx, path, dict(set_tags or {}))
 
-    def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> Node:
         return self.tag_path(subject, path, set_tags=tags)
 
     def remove_path_tag(self, subject: str, path: str, key: str) -> None:
@@ -198,16 +268,17 @@ class Memory:
 
     # --- search ----------------------------------------------------------------
 
-    def search(self, subject: str, request: SearchRequest) -> dict[str, Any]:
+    def search(self, subject: str, request: SearchRequest) -> SearchPage:
         """Search: check and embed first (no transaction), rank in a read snapshot,
         then hand out the page, counting a recall of each result unless `peek`.
 
         The write lock is taken only for the recalls; a peek takes none.
         """
         rt = self.runtime
+        embedder = self._model()
         query = search_service.prepare(
             q=request.q,
-            embedder=rt.embedder,
+            embedder=embedder,
             model_problem=rt.model_problem,
             mode=request.mode,
             limit=request.limit,
@@ -255,25 +326,111 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             return policy_service.remove_policy(conn, ctx, line).as_dict()
 
+    def start_embedding_worker(self) -> EmbedWorker | None:
+        """A server's background embedder of the pending queue, started; None without a
+        model. It embeds with the model the memory names at each pass (see _model)."""
+        if self._model() is None:
+            return None
+        worker = EmbedWorker(self.runtime.engine, self._model)
+        worker.start()
+        return worker
+
+    # --- the service itself ------------------------------------------------------
+
+    def readiness(self) -> Readiness:
+        """Database reachable, schema at head, and which model is loaded (no subject).
+
+        Without a model the memory is still ready: keyword search and stores work,
+        and facts wait for one.
+        """
+        rt = self.runtime
+        database = Check(False, "the database cannot be reached")
+        migrations = Check(False, "not checked: no database")
+        pending = None
+        try:
+            with read_transaction(rt.engine) as conn:
+                conn.execute(text("SELECT 1"))
+                database = Check(True)
+                current, head = migrate.current_revision(conn), migrate.head_revision()
+            if current == head:
+                migrations = Check(True, f"at head {head}")
+                with read_transaction(rt.engine) as conn:
+                    pending = embedding_service.pending_count(conn)
+                rt.follow_model()
+            else:
+                migrations = Check(False, f"at {current}, head is {head}")
+        except Exception:
+            # The reason goes to the log: it may name the file or hold SQL.
+            log.exception("readiness check failed")
+        model = rt.model
+        named = None if model.name == NO_MODEL else model.name
+        index = (
+            Check(True, f"{len(rt.vector_index)} vectors in memory")
+            if rt.vector_index.ready.is_set()
+            else Check(False, "the vector index is not loaded (see the log)")
+        )
+        return Readiness(
+            database,
+            migrations,
+            ModelState(
+                model.embedder is not None,
+                named,
+                None if model.embedder is not None else model.problem or "no model loaded",
+            ),
+            index,
+            pending,
+        )
+
+    def gauges(self) -> Gauges:
+        """Counts over the whole memory for operators' metrics (whoever wrote them)."""
+        rt = self.runtime
+        with read_transaction(rt.engine) as conn:
+            counts = fact_service.totals(conn)
+        return Gauges(
+            facts=counts["facts"],
+            deleted=counts["deleted"],
+            pending_embeddings=counts["pending_embeddings"],
+            vector_index_size=len(rt.vector_index),
+            model_loaded=rt.embedder is not None,
+            model_load_seconds=rt.model.load_seconds,
+        )
+
     # --- moving and maintaining the memory -------------------------------------
 
     def export(
-        self, subject: str, out: IO[str], *, with_embeddings: bool = False
+        self,
+        subject: str,
+        out: IO[str],
+        *,
+        with_embeddings: bool = False,
+        on_progress: ProgressCallback | None = None,
     ) -> dict[str, int]:
-        """Write the whole memory to `out` as JSON Lines, from one read snapshot (admin)."""
+        """Write the whole memory to `out` as JSON Lines, from one read snapshot (admin).
+
+        `on_progress(done, total)` counts the facts written."""
         with self.transaction(subject) as (conn, ctx):
             records = transfer.export_memory(conn, ctx, with_embeddings=with_embeddings)
+            if on_progress is not None:
+                records = _counting_facts(records, fact_service.totals(conn)["facts"], on_progress)
             return transfer.write_records(records, out)
 
-    def import_lines(self, subject: str, lines: Iterable[str]) -> transfer.ImportReport:
-        """Check every line of an export first, then load it in one write transaction."""
+    def import_lines(
+        self,
+        subject: str,
+        lines: Iterable[str],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> transfer.ImportReport:
+        """Check every line of an export first, then load it in one write transaction.
+
+        `on_progress(done, total)` counts the facts loaded."""
         data = transfer.read_export(lines, self.runtime.settings.limits)
         with self.transaction(subject, write=True) as (conn, ctx):
-            return transfer.import_memory(conn, ctx, data)
+            return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
 
-    def backup(self, target: Path, *, force: bool = False) -> transfer.BackupReport:
+    def backup(self, target: Path, *, force: bool = False) -> BackupReport:
         """A consistent copy of the live database file (SQLite online backup)."""
-        return transfer.backup_database(self.runtime.engine, target, force=force)
+        return backup_database(self.runtime.engine, target, force=force)
 
     def reindex(
         self,
@@ -289,7 +446,7 @@ class Memory:
         rebuild itself is one transaction; an interrupted embedding pass resumes.
         """
         rt = self.runtime
-        embedder = rt.embedder
+        embedder = rt.embedder  # the model this process was opened with, not meta's
         if embedder is None:
             raise Unavailable(f"no model to embed with: {rt.model_problem or 'none is loaded'}")
         configured = rt.settings.embedding.width
@@ -301,6 +458,8 @@ class Memory:
         if rebuild:
             with write_transaction(rt.engine) as conn:
                 embedding_service.rebuild_vectors(conn, configured)
+                # Running servers see this on their next request and load the model too.
+                migrate.record_model(conn, embedder.name)
         rt.verify_width()
         return embedding_service.reindex(
             rt.engine,
@@ -308,3 +467,74 @@ class Memory:
             batch_size=batch_size or rt.settings.embedding.batch_size,
             on_batch=on_batch,
         )
+
+
+def _counting_facts(
+    records: Iterator[transfer.Record], total: int, on_progress: ProgressCallback
+) -> Iterator[transfer.Record]:
+    done = 0
+    on_progress(done, total)
+    for record in records:
+        yield record
+        if isinstance(record, transfer.FactRecord):
+            done += 1
+            if done % 256 == 0 or done == total:
+                on_progress(done, total)
+
+
+def backup_file(settings: Settings, target: Path, *, force: bool = False) -> BackupReport:
+    """Back up the memory file as it is, without opening it as a Memory: a backup
+    must not migrate (or otherwise change) what it copies."""
+    if not settings.database_path.is_file():
+        raise InvalidInput(f"there is no memory at {settings.database_path}")
+    engine = open_engine(settings)
+    try:
+        return backup_database(engine, target, force=force)
+    finally:
+        engine.dispose()
+
+
+def check_facts(items: Sequence[NewFact], limits: LimitsSettings) -> list[CheckedFact]:
+    """Fold and check facts without opening anything: a front end calls it before it
+    opens the memory, so that bad input creates no file and loads no model."""
+    return fact_service.validate_new_facts(items, limits)
+
+
+@contextmanager
+def open_memory(
+    settings: Settings,
+    *,
+    load_model: bool = False,
+    download: bool = False,
+    progress: bool = False,
+    check_width: bool = True,
+    clock: Clock | None = None,
+) -> Iterator[Memory]:
+    """The memory for one command (migrated, rules loaded, the model if asked), closed
+    at the end. `check_width=False` is for `reindex --rebuild` alone."""
+    runtime = open_runtime(
+        settings,
+        load_model=load_model,
+        download=download,
+        progress=progress,
+        check_width=check_width,
+    )
+    try:
+        yield Memory(runtime, clock=clock)
+    finally:
+        runtime.close()
+
+
+__all__ = [
+    "Browse",
+    "CheckedFact",
+    "Fact",
+    "FactPage",
+    "Memory",
+    "NewFact",
+    "Node",
+    "SearchPage",
+    "SearchRequest",
+    "check_facts",
+    "open_memory",
+]

@@ -13,42 +13,14 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.seed import DEFAULT_POLICIES, MEMORY_FACTS, SEED_OWNER
+
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 DEFAULT_WIDTH = 768
-
-# What an agent learns by reading /memory (seed: "The migration writes /memory").
-MEMORY_FACTS = [
-    "This memory is a wiki of small facts. Store one small statement at a time under a "
-    "path such as /projects/embornal; find facts again by keyword, by meaning, or by strength.",
-    "Paths are folded to lowercase. Each segment starts with a letter or digit and holds "
-    "letters, digits, '.', '_' and '-'. A path holds structure only: text about a path is a "
-    "fact of that path.",
-    "A fact never changes. To correct one, store a new fact with supersedes_id set to the old "
-    "fact's id; to remove one, delete it. The history of the chain stays readable.",
-    "Every fact has a strength, exp(-days since last recall / stability). Reading a fact by id "
-    "or through search is a recall and makes it stronger, most of all when it was almost "
-    "forgotten. Pass peek=true to read without a recall.",
-    "Tags are key=value pairs on facts and on paths. A fact inherits the tags of the paths "
-    "above it, the nearest winning, and its own tags beat inherited ones. The memory writes "
-    "the owner tag itself; a store that sets owner is refused.",
-    "Link to another topic by writing [[/some/path]] in a fact; the memory shows links parsed "
-    "when it shows the fact. Start exploring at [[/memory]].",
-    "Access is decided by policies such as 'p, alice, path:/work/*, read, allow' or "
-    "'p, alice, tag:owner=alice, read, allow'. A deny beats every allow; no policy means no "
-    "access. Facts tagged visibility=public are readable by every authenticated subject.",
-]
-
-DEFAULT_POLICIES = [
-    ("p", "default", "path:/*", "read", "allow"),
-    ("p", "default", "path:/*", "write", "allow"),
-    ("p", "default", "path:/*", "delete", "allow"),
-    ("p", "everyone", "tag:visibility=public", "read", "allow"),
-    ("g", "default", "admin", None, None),
-]
 
 
 def upgrade() -> None:
@@ -321,7 +293,7 @@ def upgrade() -> None:
                     "id": number,
                     "path_id": 2,
                     "content": content,
-                    "owner": "default",
+                    "owner": SEED_OWNER,
                     "created_at": now,
                     "stability_days": 1.0,
                     "recall_count": 0,
@@ -331,7 +303,7 @@ def upgrade() -> None:
         op.bulk_insert(
             fact_tags,
             [
-                {"fact_id": number, "key": "owner", "value": "default"},
+                {"fact_id": number, "key": "owner", "value": SEED_OWNER},
                 {"fact_id": number, "key": "visibility", "value": "public"},
             ],
         )

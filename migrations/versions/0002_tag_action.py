@@ -16,12 +16,13 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.seed import TAG_POLICY
+
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TAG_POLICY = ("p", "default", "path:/*", "tag", "allow")
 
 _rules = sa.table(
     "casbin_rule",

@@ -15,6 +15,8 @@ from fastapi.testclient import TestClient
 
 from tests.api.conftest import Auth
 
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = Path(sys.executable).parent / "openapi-python-client"
 PACKAGE = "embornal_generated_client"

@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from app.auth.keys import SECRET_ENV
-from app.dirs import Dirs
 from app.settings import Settings
+from tests.conftest import make_settings
 
 
 @pytest.fixture(autouse=True)
@@ -34,9 +34,11 @@ MakeSettings = Callable[..., Settings]
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path) -> MakeSettings:
+def settings_with(tmp_path: Path) -> MakeSettings:
+    """Settings in tmp_path with these `auth` keys (tests.conftest.make_settings)."""
+
     def make(**auth: Any) -> Settings:
-        return Settings(dirs=Dirs(tmp_path, tmp_path, tmp_path), auth=auth)
+        return make_settings(tmp_path, auth=auth)
 
     return make
 

@@ -20,8 +20,8 @@ HS = {"alg": "HS256", "typ": "JWT"}
 
 
 @pytest.fixture
-def hs(make_settings):
-    settings = make_settings()
+def hs(settings_with):
+    settings = settings_with()
     return settings, ensure_secret(settings), TokenVerifier(settings)
 
 
@@ -58,11 +58,11 @@ def test_float_time_claims_are_numbers_and_accepted(hs, claims):
 
 
 def test_rs256_signature_with_padding_is_refused(
-    make_settings, tmp_path, rsa_key, public_pem, claims
+    settings_with, tmp_path, rsa_key, public_pem, claims
 ):
     key_file = tmp_path / "idp.pem"
     key_file.write_bytes(public_pem(rsa_key))
-    verifier = TokenVerifier(make_settings(algorithms=["RS256"], public_key_file=key_file))
+    verifier = TokenVerifier(settings_with(algorithms=["RS256"], public_key_file=key_file))
     token = jwt.encode(claims(), rsa_key, algorithm="RS256")
     assert verifier.verify(token) == "alice"
     # A 256-byte RSA signature is 342 base64url characters: 2 short of a block of 4.
@@ -104,8 +104,8 @@ def test_lifetime_cap_is_off_by_default(hs, claims):
     assert verifier.verify(craft(HS, claims(iat=None), secret)) == "alice"
 
 
-def test_lifetime_cap_refuses_longer_tokens_and_tokens_without_iat(make_settings, claims, caplog):
-    settings = make_settings(max_token_lifetime="1h")
+def test_lifetime_cap_refuses_longer_tokens_and_tokens_without_iat(settings_with, claims, caplog):
+    settings = settings_with(max_token_lifetime="1h")
     assert settings.auth.max_token_lifetime == 3600
     secret, verifier = ensure_secret(settings), TokenVerifier(settings)
     now = int(time.time())
@@ -119,8 +119,8 @@ def test_lifetime_cap_refuses_longer_tokens_and_tokens_without_iat(make_settings
     assert_refused(verifier, craft(HS, claims(iat=now - 7200, exp=now + 60), secret))
 
 
-def test_token_issue_refuses_a_lifetime_the_server_would_refuse(make_settings):
-    settings = make_settings(max_token_lifetime=86400)
+def test_token_issue_refuses_a_lifetime_the_server_would_refuse(settings_with):
+    settings = settings_with(max_token_lifetime=86400)
     assert issue_token(settings, "alice", dt.timedelta(days=1))
     with pytest.raises(InvalidInput, match="max_token_lifetime"):
         issue_token(settings, "alice", dt.timedelta(days=30))

@@ -57,8 +57,8 @@ def assert_refused(verifier: TokenVerifier, token: Any) -> None:
 
 
 @pytest.fixture
-def hs(make_settings):
-    settings = make_settings()
+def hs(settings_with):
+    settings = settings_with()
     return settings, ensure_secret(settings), TokenVerifier(settings)
 
 
@@ -80,8 +80,8 @@ def test_issued_token_claims(hs):
     assert body == {"sub": "bob", "iat": stamp, "nbf": stamp, "exp": stamp + 7200, "scope": "cli"}
 
 
-def test_issue_token_sets_iss_and_aud_when_configured(make_settings):
-    settings = make_settings(issuer="https://embornal.local", audience="embornal")
+def test_issue_token_sets_iss_and_aud_when_configured(settings_with):
+    settings = settings_with(issuer="https://embornal.local", audience="embornal")
     token = issue_token(settings, "alice", dt.timedelta(minutes=5))
     body = jwt.decode(token, options={"verify_signature": False})
     assert body["iss"] == "https://embornal.local"
@@ -89,8 +89,8 @@ def test_issue_token_sets_iss_and_aud_when_configured(make_settings):
     assert TokenVerifier(settings).verify(token) == "alice"
 
 
-def test_issue_token_uses_first_configured_algorithm(make_settings):
-    settings = make_settings(algorithms=["HS512", "HS256"])
+def test_issue_token_uses_first_configured_algorithm(settings_with):
+    settings = settings_with(algorithms=["HS512", "HS256"])
     token = issue_token(settings, "alice", dt.timedelta(minutes=5))
     assert jwt.get_unverified_header(token)["alg"] == "HS512"
     assert TokenVerifier(settings).verify(token) == "alice"
@@ -122,18 +122,18 @@ def test_issue_token_refuses_registered_extra_claims(hs, claim):
 
 
 def test_issue_token_for_public_key_setup_is_a_config_error(
-    make_settings, tmp_path, rsa_key, public_pem
+    settings_with, tmp_path, rsa_key, public_pem
 ):
     key_file = tmp_path / "pub.pem"
     key_file.write_bytes(public_pem(rsa_key))
-    settings = make_settings(algorithms=["RS256"], public_key_file=key_file)
+    settings = settings_with(algorithms=["RS256"], public_key_file=key_file)
     with pytest.raises(ConfigError, match="identity provider"):
         issue_token(settings, "alice", dt.timedelta(minutes=5))
 
 
-def test_env_secret_signs_and_verifies(make_settings, monkeypatch, tmp_path):
+def test_env_secret_signs_and_verifies(settings_with, monkeypatch, tmp_path):
     monkeypatch.setenv(SECRET_ENV, "e" * 40)
-    settings = make_settings()
+    settings = settings_with()
     token = issue_token(settings, "alice", dt.timedelta(minutes=5))
     assert jwt.decode(token, b"e" * 40, algorithms=["HS256"])["sub"] == "alice"
     assert TokenVerifier(settings).verify(token) == "alice"
@@ -214,14 +214,14 @@ def test_hs_control_token_is_accepted(hs, claims):
     )
 
 
-def test_leeway_accepts_recently_expired_token(make_settings, claims):
-    settings = make_settings(leeway_seconds=30)
+def test_leeway_accepts_recently_expired_token(settings_with, claims):
+    settings = settings_with(leeway_seconds=30)
     token = jwt.encode(claims(exp=int(time.time()) - 10), ensure_secret(settings), "HS256")
     assert TokenVerifier(settings).verify(token) == "alice"
 
 
-def test_zero_leeway_refuses_recently_expired_token(make_settings, claims):
-    settings = make_settings(leeway_seconds=0)
+def test_zero_leeway_refuses_recently_expired_token(settings_with, claims):
+    settings = settings_with(leeway_seconds=0)
     token = jwt.encode(claims(exp=int(time.time()) - 10), ensure_secret(settings), "HS256")
     assert_refused(TokenVerifier(settings), token)
 
@@ -230,8 +230,8 @@ def test_zero_leeway_refuses_recently_expired_token(make_settings, claims):
 
 
 @pytest.fixture
-def hs_iss_aud(make_settings):
-    settings = make_settings(issuer="https://idp.example", audience="embornal")
+def hs_iss_aud(settings_with):
+    settings = settings_with(issuer="https://idp.example", audience="embornal")
     return ensure_secret(settings), TokenVerifier(settings)
 
 
@@ -268,11 +268,11 @@ def test_issuer_and_audience_accepted(hs_iss_aud, claims, aud):
 
 
 @pytest.fixture
-def rs(make_settings, tmp_path, rsa_key, public_pem):
+def rs(settings_with, tmp_path, rsa_key, public_pem):
     pem = public_pem(rsa_key)
     key_file = tmp_path / "idp.pem"
     key_file.write_bytes(pem)
-    settings = make_settings(algorithms=["RS256"], public_key_file=key_file)
+    settings = settings_with(algorithms=["RS256"], public_key_file=key_file)
     return pem, TokenVerifier(settings)
 
 
@@ -308,9 +308,9 @@ def jwk(key, kid: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def jwks(make_settings, jwks_server, ed_key):
+def jwks(settings_with, jwks_server, ed_key):
     jwks_server.keys = [jwk(ed_key, "k1")]
-    settings = make_settings(algorithms=["EdDSA"], jwks_url=jwks_server.url)
+    settings = settings_with(algorithms=["EdDSA"], jwks_url=jwks_server.url)
     return jwks_server, settings
 
 
@@ -393,18 +393,18 @@ def test_jwks_fetch_error_is_refused_and_logged(jwks, ed_key, claims, caplog):
     assert token not in caplog.text
 
 
-def test_jwks_unreachable_is_refused(make_settings, ed_key, claims):
+def test_jwks_unreachable_is_refused(settings_with, ed_key, claims):
     # A port nobody listens on: connection refused on loopback, no waiting.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    settings = make_settings(algorithms=["EdDSA"], jwks_url=f"http://127.0.0.1:{port}/jwks")
+    settings = settings_with(algorithms=["EdDSA"], jwks_url=f"http://127.0.0.1:{port}/jwks")
     token = jwt.encode(claims(), ed_key, algorithm="EdDSA", headers={"kid": "k1"})
     assert_refused(TokenVerifier(settings), token)
 
 
-def test_jwks_url_must_be_http(make_settings):
-    settings = make_settings(algorithms=["EdDSA"], jwks_url="file:///etc/passwd")
+def test_jwks_url_must_be_http(settings_with):
+    settings = settings_with(algorithms=["EdDSA"], jwks_url="file:///etc/passwd")
     with pytest.raises(ConfigError, match="jwks_url"):
         TokenVerifier(settings)
 

@@ -11,6 +11,7 @@ from sqlalchemy import inspect
 
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
+from app.db.seed import MEMORY_FACTS
 from app.errors import StartupError
 from app.runtime import open_runtime
 from app.services.vector_index import encode
@@ -26,11 +27,23 @@ def test_up_down_up(tmp_path: Path) -> None:
         assert set(inspect(conn).get_table_names()) >= EXPECTED
         assert migrate.current_revision(conn) == migrate.head_revision()
         assert migrate.stored_width(conn) == 32
-        memory = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts f JOIN fact_tags t ON t.fact_id = f.id "
-            "WHERE t.key = 'visibility' AND t.value = 'public' AND f.owner = 'default'"
-        ).scalar()
-        assert memory >= 5
+        written = conn.exec_driver_sql(
+            "SELECT f.id, p.path, f.content, f.owner, f.supersedes_id, f.deleted_at "
+            "FROM facts f JOIN paths p ON p.id = f.path_id ORDER BY f.id"
+        ).all()
+        assert [tuple(row) for row in written] == [
+            (number, "/memory", content, "default", None, None)
+            for number, content in enumerate(MEMORY_FACTS, start=1)
+        ]
+        assert len(written) == 7
+        tags = conn.exec_driver_sql(
+            "SELECT fact_id, key, value FROM fact_tags ORDER BY fact_id, key"
+        ).all()
+        assert [tuple(row) for row in tags] == [
+            (number, key, value)
+            for number in range(1, 8)
+            for key, value in (("owner", "default"), ("visibility", "public"))
+        ]
     migrate.downgrade(engine)
     with read_transaction(engine) as conn:
         assert not EXPECTED & set(inspect(conn).get_table_names())
@@ -96,6 +109,37 @@ def test_start_stops_when_config_and_meta_disagree(tmp_path: Path) -> None:
     with pytest.raises(StartupError) as caught:
         open_runtime(make_settings(tmp_path, embedding={"width": 24}))
     assert "24" in caught.value.detail and "16" in caught.value.detail
+
+
+def test_revision_files_follow_the_naming_rule_the_fast_head_check_reads() -> None:
+    """migrate.upgrade skips Alembic when the memory is at head_revision(), which reads
+    the file names: each file is `<revision>_<slug>.py`, in one numbered line."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(migrate.alembic_config())
+    assert migrate.head_revision() == migrate.alembic_head_revision()
+    revisions = sorted(scripts.walk_revisions(), key=lambda script: script.revision)
+    for script in revisions:
+        assert Path(script.path).name.startswith(f"{script.revision}_")
+    assert [s.down_revision for s in revisions] == [None, *(s.revision for s in revisions[:-1])]
+
+
+@pytest.mark.slow  # starts a process
+def test_a_memory_at_head_opens_without_importing_alembic(tmp_path: Path) -> None:
+    """What every CLI command pays: checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    engine = make_engine(tmp_path / "m.db")
+    migrate.upgrade(engine, 32)
+    engine.dispose()
+    code = (
+        "import sys; from app.db import migrate; from app.db.engine import make_engine; "
+        f"migrate.upgrade(make_engine({str(tmp_path / 'm.db')!r}), 32); "
+        "print('alembic' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_each_database_gets_its_own_cursor_key(tmp_path: Path) -> None:

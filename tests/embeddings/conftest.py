@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# `tests.onnx_factory` is imported by module path; make the repo root importable
-# whatever pytest's rootdir/pythonpath settings are.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from app.dirs import Dirs  # noqa: E402
-from app.settings import EmbeddingSettings, Settings  # noqa: E402
-from tests.embeddings._support import NOWHERE, FileServer, MakeSettings, serve  # noqa: E402
+from app.settings import EmbeddingSettings, Settings
+from tests.conftest import make_settings
+from tests.embeddings._support import NOWHERE, FileServer, MakeSettings, serve
 
 
 def _is_loopback(address: Any) -> bool:
@@ -50,15 +43,20 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path) -> MakeSettings:
-    """Settings whose three dirs are tmp_path; downloads off and URLs on loopback by default."""
+def settings_with(tmp_path: Path) -> MakeSettings:
+    """Settings whose three dirs are tmp_path, for the catalog's default model unless
+    told; downloads off and every URL on loopback (tests.conftest.make_settings)."""
+    default = EmbeddingSettings()
 
     def make(**embedding: Any) -> Settings:
-        values: dict[str, Any] = {"hub_url": NOWHERE, "pypi_url": NOWHERE, "download": False}
-        values.update(embedding)
-        return Settings(
-            dirs=Dirs(tmp_path, tmp_path, tmp_path), embedding=EmbeddingSettings(**values)
-        )
+        values: dict[str, Any] = {
+            "model": default.model,
+            "width": default.width,
+            "hub_url": NOWHERE,
+            "pypi_url": NOWHERE,
+            "download": False,
+        }
+        return make_settings(tmp_path, embedding=values | embedding)
 
     return make
 

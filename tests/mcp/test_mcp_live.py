@@ -22,7 +22,7 @@ from tests.mcp.conftest import ok, refused
 from tests.ops import conftest as ops
 from tests.ops.live import ROOT, LiveServer, cli_env
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(120)]
 start_server = ops.start_server
 
 TOOLS = {

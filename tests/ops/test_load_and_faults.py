@@ -37,7 +37,8 @@ from tests.ops.live import (
     tag_groups,
 )
 
-pytestmark = pytest.mark.timeout(180)
+# Live servers in other processes (make test-fast leaves them out).
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 WRITERS, READERS, FACTS_PER_WRITER = 8, 8, 40
 

@@ -43,20 +43,19 @@ def test_a_pass_embeds_what_waits_and_skips_what_someone_else_filled(rt: Runtime
             conn, ctx, [NewFact("/later", f"waiting fact {i}") for i in range(20)]
         )
     victim = stored[3]
-    model = FilledMeanwhile(rt, victim["id"], victim["content"])
-    worker = EmbedWorker(rt.engine, model, batch_size=4)
+    model = FilledMeanwhile(rt, victim.id, victim.content)
+    worker = EmbedWorker(rt.engine, lambda: model, batch_size=4)
     assert worker.run_pass() == 26  # 20 new facts and the 7 starter facts, but the victim
     assert pending(rt) == 0
     with rt.engine.connect() as conn:
-        blob = conn.execute(
-            select(facts.c.embedding).where(facts.c.id == victim["id"])
-        ).scalar_one()
+        blob = conn.execute(select(facts.c.embedding).where(facts.c.id == victim.id)).scalar_one()
     assert np.array_equal(np.frombuffer(blob, "<f4"), np.ones(TEST_WIDTH, "<f4"))
     assert worker.run_pass() == 0  # nothing left: a pass is cheap
 
 
 def test_the_thread_picks_up_facts_queued_later_when_woken(rt: Runtime, actor) -> None:
-    worker = EmbedWorker(rt.engine, FakeEmbedder(TEST_WIDTH), poll_seconds=3600)
+    embedder = FakeEmbedder(TEST_WIDTH)
+    worker = EmbedWorker(rt.engine, lambda: embedder, poll_seconds=3600)
     worker.start()
     try:
         assert worker.wait_idle(WAIT)

@@ -13,7 +13,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services.context import Context
-from app.services.facts import NewFact
+from app.services.facts import Link, NewFact
 from app.usecases.memory import Memory
 
 
@@ -26,7 +26,7 @@ def test_case_and_trailing_slash_fold_to_one_node(actor) -> None:
     with me.tx() as (conn, ctx):
         a = fact_service.store_fact(conn, ctx, NewFact("/Projects/Embornal", "one"))
         b = fact_service.store_fact(conn, ctx, NewFact("/projects/embornal/", "two"))
-        assert a["path"] == b["path"] == "/projects/embornal"
+        assert a.path == b.path == "/projects/embornal"
         node_count = conn.execute(
             select(func.count()).select_from(paths).where(paths.c.path == "/projects/embornal")
         ).scalar_one()
@@ -82,8 +82,8 @@ def test_the_memory_writes_owner_column_and_tag(actor) -> None:
         )
     with alice.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/alice", "mine"))
-    assert fact["owner"] == "alice"
-    assert fact["tags"]["owner"] == "alice"
+    assert fact.owner == "alice"
+    assert fact.tags["owner"] == "alice"
 
 
 def test_tags_inherit_nearest_wins_and_the_fact_beats_them(actor) -> None:
@@ -93,9 +93,9 @@ def test_tags_inherit_nearest_wins_and_the_fact_beats_them(actor) -> None:
         path_service.set_path_tags(conn, ctx, "/a/b", {"team": "inner"})
         plain = fact_service.store_fact(conn, ctx, NewFact("/a/b/c", "x"))
         own = fact_service.store_fact(conn, ctx, NewFact("/a/b/c", "y", {"team": "mine"}))
-    assert plain["effective_tags"] == {"team": "inner", "env": "prod", "owner": "default"}
-    assert own["effective_tags"]["team"] == "mine"
-    assert plain["tags"] == {"owner": "default"}
+    assert plain.effective_tags == {"team": "inner", "env": "prod", "owner": "default"}
+    assert own.effective_tags["team"] == "mine"
+    assert plain.tags == {"owner": "default"}
 
 
 def test_a_path_tag_owner_never_reaches_a_fact(actor) -> None:
@@ -105,9 +105,9 @@ def test_a_path_tag_owner_never_reaches_a_fact(actor) -> None:
         fact = fact_service.store_fact(conn, ctx, NewFact("/shared/x", "x"))
         view = conn.exec_driver_sql(
             "SELECT value FROM effective_fact_tags WHERE fact_id = ? AND key = 'owner'",
-            (fact["id"],),
+            (fact.id,),
         ).all()
-    assert fact["effective_tags"]["owner"] == "default"
+    assert fact.effective_tags["owner"] == "default"
     assert view == [("default",)]
 
 
@@ -115,33 +115,33 @@ def test_supersede_once_history_oldest_first(actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
         first = fact_service.store_fact(conn, ctx, NewFact("/h", "v1"))
-        second = fact_service.store_fact(conn, ctx, NewFact("/h", "v2", supersedes_id=first["id"]))
-        third = fact_service.store_fact(conn, ctx, NewFact("/h", "v3", supersedes_id=second["id"]))
+        second = fact_service.store_fact(conn, ctx, NewFact("/h", "v2", supersedes_id=first.id))
+        third = fact_service.store_fact(conn, ctx, NewFact("/h", "v3", supersedes_id=second.id))
     with pytest.raises(Conflict), me.tx() as (conn, ctx):
-        fact_service.store_fact(conn, ctx, NewFact("/h", "again", supersedes_id=first["id"]))
+        fact_service.store_fact(conn, ctx, NewFact("/h", "again", supersedes_id=first.id))
     with me.tx() as (conn, ctx):
-        chain = fact_service.history(conn, ctx, second["id"])
+        chain = fact_service.history(conn, ctx, second.id)
         listing = fact_service.list_facts(conn, ctx, under="/h")
-        old = fact_service.get_fact(conn, ctx, first["id"], peek=True)
-    assert [f["content"] for f in chain] == ["v1", "v2", "v3"]
-    assert [f["id"] for f in listing["facts"]] == [third["id"]]
-    assert old["superseded_by_id"] == second["id"]
+        old = fact_service.get_fact(conn, ctx, first.id, peek=True)
+    assert [f.content for f in chain] == ["v1", "v2", "v3"]
+    assert [f.id for f in listing.facts] == [third.id]
+    assert old.superseded_by_id == second.id
 
 
 def test_delete_sets_deleted_at_and_hides_the_fact(actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/d", "gone soon"))
-        fact_service.delete_fact(conn, ctx, fact["id"])
+        fact_service.delete_fact(conn, ctx, fact.id)
     with me.tx() as (conn, ctx):
         with pytest.raises(NotFound):
-            fact_service.get_fact(conn, ctx, fact["id"])
+            fact_service.get_fact(conn, ctx, fact.id)
         with pytest.raises(NotFound):
-            fact_service.delete_fact(conn, ctx, fact["id"])
-        kept = fact_service.get_fact(conn, ctx, fact["id"], include_deleted=True)
-        assert kept["deleted_at"] is not None
-        assert fact_service.history(conn, ctx, fact["id"])[0]["id"] == fact["id"]
-        assert fact_service.list_facts(conn, ctx, under="/d")["facts"] == []
+            fact_service.delete_fact(conn, ctx, fact.id)
+        kept = fact_service.get_fact(conn, ctx, fact.id, include_deleted=True)
+        assert kept.deleted_at is not None
+        assert fact_service.history(conn, ctx, fact.id)[0].id == fact.id
+        assert fact_service.list_facts(conn, ctx, under="/d").facts == []
 
 
 def test_a_fact_does_not_change(actor) -> None:
@@ -149,7 +149,7 @@ def test_a_fact_does_not_change(actor) -> None:
     with me.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/immutable", "as written"))
     with pytest.raises(Exception, match="does not change"), me.tx() as (conn, _):
-        conn.exec_driver_sql("UPDATE facts SET content = 'rewritten' WHERE id = ?", (fact["id"],))
+        conn.exec_driver_sql("UPDATE facts SET content = 'rewritten' WHERE id = ?", (fact.id,))
 
 
 def test_links_are_parsed_on_read(actor) -> None:
@@ -158,11 +158,8 @@ def test_links_are_parsed_on_read(actor) -> None:
         fact = fact_service.store_fact(
             conn, ctx, NewFact("/l", "see [[/Memory]] and [[/nowhere/yet]] and [[not a path]]")
         )
-    assert fact["content"].startswith("see [[/Memory]]")  # stored as written
-    assert fact["links"] == [
-        {"path": "/memory", "exists": True},
-        {"path": "/nowhere/yet", "exists": False},
-    ]
+    assert fact.content.startswith("see [[/Memory]]")  # stored as written
+    assert fact.links == [Link("/memory", True), Link("/nowhere/yet", False)]
 
 
 def test_hydrating_a_page_costs_the_same_queries_for_2_facts_or_20(actor) -> None:
@@ -178,14 +175,14 @@ def test_hydrating_a_page_costs_the_same_queries_for_2_facts_or_20(actor) -> Non
                 for i in range(20)
             ],
         )
-    ids = [fact["id"] for fact in stored]
+    ids = [fact.id for fact in stored]
 
     def statements(page: list[int]) -> int:
         seen: list[str] = []
         with me.tx() as (conn, ctx):
             event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
             hydrated = fact_service.hydrate(conn, ctx, page)
-        assert [fact["id"] for fact in hydrated] == page
+        assert [fact.id for fact in hydrated] == page
         return len(seen)
 
     assert statements(ids) == statements(ids[:2])
@@ -197,15 +194,15 @@ def test_one_level_listing_of_a_path(actor) -> None:
         for place in ("/p/a", "/p/a/deep", "/p/b"):
             fact_service.store_fact(conn, ctx, NewFact(place, f"fact at {place}"))
         node = path_service.describe_path(conn, ctx, "/P")
-    assert [c["path"] for c in node["children"]] == ["/p/a", "/p/b"]
-    assert [c["fact_count"] for c in node["children"]] == [2, 1]
-    assert node["fact_count"] == 0
+    assert [c.path for c in node.children] == ["/p/a", "/p/b"]
+    assert [c.fact_count for c in node.children] == [2, 1]
+    assert node.fact_count == 0
 
 
 def test_two_concurrent_recalls_both_count(actor, rt) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
-        fact_id = fact_service.store_fact(conn, ctx, NewFact("/c", "contended"))["id"]
+        fact_id = fact_service.store_fact(conn, ctx, NewFact("/c", "contended")).id
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
 
@@ -223,7 +220,7 @@ def test_two_concurrent_recalls_both_count(actor, rt) -> None:
         thread.join()
     assert errors == []
     with me.tx() as (conn, ctx):
-        assert fact_service.get_fact(conn, ctx, fact_id, peek=True)["recall_count"] == 2
+        assert fact_service.get_fact(conn, ctx, fact_id, peek=True).recall_count == 2
 
 
 def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None:
@@ -259,13 +256,13 @@ def test_store_embeds_in_the_same_transaction(actor) -> None:
         fact = fact_service.store_fact(conn, ctx, NewFact("/v", "x"), vector=vector.tobytes())
         pending = conn.exec_driver_sql(
             "SELECT count(*) FROM facts INDEXED BY facts_pending_embedding_idx "
-            "WHERE embedding IS NULL AND id = ?",
-            (fact["id"],),
+            "WHERE embedding IS NULL AND deleted_at IS NULL AND id = ?",
+            (fact.id,),
         ).scalar()
         in_vec = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts_vec WHERE fact_id = ?", (fact["id"],)
+            "SELECT count(*) FROM facts_vec WHERE fact_id = ?", (fact.id,)
         ).scalar()
-    assert fact["embedded"] is True
+    assert fact.embedded is True
     assert pending == 0 and in_vec == 1
 
 
@@ -297,20 +294,18 @@ def test_neighbours_show_only_when_readable(actor) -> None:
         policy_service.add_policy(conn, ctx, "p, bob, path:/open/*, read, allow")
         first = fact_service.store_fact(conn, ctx, NewFact("/open", "v1"))
         hidden = fact_service.store_fact(
-            conn, ctx, NewFact("/closed", "v2", supersedes_id=first["id"])
+            conn, ctx, NewFact("/closed", "v2", supersedes_id=first.id)
         )
-        last = fact_service.store_fact(
-            conn, ctx, NewFact("/open", "v3", supersedes_id=hidden["id"])
-        )
-        middle = fact_service.hydrate(conn, ctx, [hidden["id"]])[0]
-    assert (middle["supersedes_id"], middle["superseded_by_id"]) == (first["id"], last["id"])
+        last = fact_service.store_fact(conn, ctx, NewFact("/open", "v3", supersedes_id=hidden.id))
+        middle = fact_service.hydrate(conn, ctx, [hidden.id])[0]
+    assert (middle.supersedes_id, middle.superseded_by_id) == (first.id, last.id)
     with actor("bob").tx() as (conn, ctx):
-        old, new = fact_service.hydrate(conn, ctx, [first["id"], last["id"]])
-        chains = [fact_service.history(conn, ctx, fid) for fid in (first["id"], last["id"])]
+        old, new = fact_service.hydrate(conn, ctx, [first.id, last.id])
+        chains = [fact_service.history(conn, ctx, fid) for fid in (first.id, last.id)]
         listing = fact_service.list_facts(conn, ctx, under="/open")
         with pytest.raises(NotFound):
-            fact_service.history(conn, ctx, hidden["id"])
-    assert (old["superseded"], old["superseded_by_id"]) == (True, None)
-    assert (new["supersedes_id"], new["superseded"]) == (None, False)
-    assert [[f["id"] for f in chain] for chain in chains] == [[first["id"]], [last["id"]]]
-    assert [f["id"] for f in listing["facts"]] == [last["id"]]
+            fact_service.history(conn, ctx, hidden.id)
+    assert (old.superseded, old.superseded_by_id) == (True, None)
+    assert (new.supersedes_id, new.superseded) == (None, False)
+    assert [[f.id for f in chain] for chain in chains] == [[first.id], [last.id]]
+    assert [f.id for f in listing.facts] == [last.id]

@@ -5,33 +5,19 @@ A tiny generated ONNX model goes through the real loader where meaning is not th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from app.db.engine import read_transaction, write_transaction
 from app.db.migrate import stored_width
-from app.embeddings.catalog import register_spec, unregister_spec
 from app.embeddings.fake import FakeEmbedder
+from app.embeddings.loader import load_model
 from app.errors import StartupError
 from app.runtime import open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services.facts import NewFact
 from app.usecases.memory import Memory
-from tests.conftest import TEST_WIDTH, make_settings
-from tests.onnx_factory import make_tiny_model_dir, tiny_spec
-
-TINY = "tiny-32"
-
-
-@pytest.fixture
-def tiny_model(home: Path):
-    spec = tiny_spec(TINY, 32)
-    register_spec(spec)
-    make_tiny_model_dir(home / TINY, 32)
-    yield spec
-    unregister_spec(TINY)
+from tests.conftest import TEST_WIDTH, TINY, make_settings
 
 
 def test_start_refuses_a_model_of_another_width_naming_three_numbers(settings, tiny_model):
@@ -61,7 +47,7 @@ def test_reindex_rebuild_moves_the_memory_to_the_new_width(settings, tiny_model)
     rt = open_runtime(moved, check_width=False)
     with write_transaction(rt.engine) as conn:
         embedding_service.rebuild_vectors(conn, 32)
-    embedding_service.attach_model(rt)
+    rt.model = load_model(rt.settings)
     rt.verify_width()
     assert rt.embedder is not None
     done = embedding_service.reindex(rt.engine, rt.embedder)

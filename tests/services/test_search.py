@@ -39,9 +39,9 @@ def test_a_rare_exact_token_finds_its_fact_by_keyword(actor) -> None:
     store(me, [NewFact("/tickets", f"routine maintenance note number {i}") for i in range(30)])
     target = store(me, [NewFact("/tickets", "the outage is tracked as OPS-48213 in the tracker")])
     found = find(me, "OPS-48213", mode="keyword")
-    assert found["mode"] == "keyword"
-    assert found["results"][0]["fact"]["id"] == target[0]["id"]
-    assert found["results"][0]["scores"] == {"keyword": 1.0, "all_words": True}
+    assert found.mode == "keyword"
+    assert found.results[0].fact.id == target[0].id
+    assert found.results[0].scores == {"keyword": 1.0, "all_words": True}
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_hostile_queries_give_results_or_a_clear_refusal(actor, hostile: str) ->
     except InvalidInput as exc:
         assert exc.status == 422
     else:
-        assert isinstance(found["results"], list)
+        assert isinstance(found.results, list)
 
 
 def test_semantic_without_a_model_is_unavailable(actor) -> None:
@@ -81,21 +81,21 @@ def test_semantic_without_a_model_is_unavailable(actor) -> None:
 def test_default_mode_is_hybrid_with_a_model_else_keyword(actor, rt, model) -> None:
     me = actor()
     store(me, [NewFact("/m", "blue whales sing")], model)
-    assert find(me, "whales")["mode"] == "hybrid"
+    assert find(me, "whales").mode == "hybrid"
     rt.embedder = None
-    assert find(me, "whales")["mode"] == "keyword"
+    assert find(me, "whales").mode == "keyword"
 
 
 def test_no_model_then_reindex_finds_by_meaning(actor, rt) -> None:
     me = actor()
     stored = store(me, [NewFact("/later", "penguins waddle across the antarctic ice")])
-    assert stored[0]["embedded"] is False
-    assert find(me, "penguins", mode="keyword")["results"][0]["fact"]["id"] == stored[0]["id"]
+    assert stored[0].embedded is False
+    assert find(me, "penguins", mode="keyword").results[0].fact.id == stored[0].id
     rt.embedder = FakeEmbedder(TEST_WIDTH)
     assert embedding_service.reindex(rt.engine, rt.embedder) >= 1
     found = find(me, "penguins waddle", rt=rt, mode="semantic")
-    assert found["results"][0]["fact"]["id"] == stored[0]["id"]
-    assert found["results"][0]["fact"]["embedded"] is True
+    assert found.results[0].fact.id == stored[0].id
+    assert found.results[0].fact.embedded is True
 
 
 def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
@@ -113,19 +113,19 @@ def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
     carol = actor("carol")
     for mode in MODES:
         found = find(carol, "alpha report", rt=rt, mode=mode, limit=10, peek=True)
-        groups = {r["fact"]["effective_tags"]["group"] for r in found["results"]}
-        assert len(found["results"]) == 10, mode
+        groups = {r.fact.effective_tags["group"] for r in found.results}
+        assert len(found.results) == 10, mode
         assert groups == {"g3"}, mode
 
 
 def test_filters_under_tag_and_min_strength(actor, clock) -> None:
     me = actor()
     store(me, [NewFact("/a/x", "gamma one", {"k": "v"}), NewFact("/b", "gamma two")])
-    assert [r["fact"]["path"] for r in find(me, "gamma", under="/a")["results"]] == ["/a/x"]
-    assert [r["fact"]["path"] for r in find(me, "gamma", tags=["k=v"])["results"]] == ["/a/x"]
+    assert [r.fact.path for r in find(me, "gamma", under="/a").results] == ["/a/x"]
+    assert [r.fact.path for r in find(me, "gamma", tags=["k=v"]).results] == ["/a/x"]
     clock.advance(days=3)
-    assert find(me, "gamma", min_strength=0.5)["results"] == []
-    assert len(find(me, "gamma", min_strength=0.01, peek=True)["results"]) == 2
+    assert find(me, "gamma", min_strength=0.5).results == []
+    assert len(find(me, "gamma", min_strength=0.01, peek=True).results) == 2
 
 
 def test_results_are_recalls_unless_peek(actor) -> None:
@@ -133,20 +133,20 @@ def test_results_are_recalls_unless_peek(actor) -> None:
     fact = store(me, [NewFact("/r", "delta facts recall")])[0]
     find(me, "delta", peek=True)
     with me.tx() as (conn, ctx):
-        assert fact_service.get_fact(conn, ctx, fact["id"], peek=True)["recall_count"] == 0
+        assert fact_service.get_fact(conn, ctx, fact.id, peek=True).recall_count == 0
     find(me, "delta")
     with me.tx() as (conn, ctx):
-        assert fact_service.get_fact(conn, ctx, fact["id"], peek=True)["recall_count"] == 1
+        assert fact_service.get_fact(conn, ctx, fact.id, peek=True).recall_count == 1
 
 
 def test_superseded_and_deleted_facts_drop_out(actor) -> None:
     me = actor()
     old = store(me, [NewFact("/s", "epsilon version one")])[0]
-    new = store(me, [NewFact("/s", "epsilon version two", supersedes_id=old["id"])])[0]
+    new = store(me, [NewFact("/s", "epsilon version two", supersedes_id=old.id)])[0]
     gone = store(me, [NewFact("/s", "epsilon removed")])[0]
     with me.tx() as (conn, ctx):
-        fact_service.delete_fact(conn, ctx, gone["id"])
-    assert [r["fact"]["id"] for r in find(me, "epsilon")["results"]] == [new["id"]]
+        fact_service.delete_fact(conn, ctx, gone.id)
+    assert [r.fact.id for r in find(me, "epsilon").results] == [new.id]
 
 
 def test_hybrid_fuses_both_rankings(actor, rt, model) -> None:
@@ -157,10 +157,10 @@ def test_hybrid_fuses_both_rankings(actor, rt, model) -> None:
         model,
     )
     found = find(me, "ZX-9001 zeta", rt=rt, mode="hybrid")
-    top = found["results"][0]
-    assert top["fact"]["id"] == facts[0]["id"]
-    assert {"rrf", "keyword", "cosine"} <= set(top["scores"])
-    scores = [r["score"] for r in found["results"]]
+    top = found.results[0]
+    assert top.fact.id == facts[0].id
+    assert {"rrf", "keyword", "cosine"} <= set(top.scores)
+    scores = [r.score for r in found.results]
     assert scores == sorted(scores, reverse=True)
 
 
@@ -178,7 +178,7 @@ def grant(rt, *lines: str) -> None:
 
 
 def page(found) -> list[tuple[int, dict]]:
-    return [(r["fact"]["id"], r["scores"]) for r in found["results"]]
+    return [(r.fact.id, r.scores) for r in found.results]
 
 
 def test_keyword_fills_the_page_with_strict_matches_first(actor) -> None:
@@ -191,24 +191,24 @@ def test_keyword_fills_the_page_with_strict_matches_first(actor) -> None:
     )
     store(me, [NewFact("/k", "the sea or the sky")])  # shares only stop words
     found = find(me, "the glacier or the retreat", mode="keyword", limit=10, peek=True)
-    results = found["results"]
+    results = found.results
     assert len(results) == 10  # 11 facts share a content word: the page is full
-    assert {r["fact"]["id"] for r in results[:3]} == {f["id"] for f in both}
-    assert [r["scores"]["all_words"] for r in results] == [True] * 3 + [False] * 7
-    assert {r["fact"]["id"] for r in results[3:]} < {f["id"] for f in some}
-    assert [r["score"] for r in results] == [1 / n for n in range(1, 11)]
+    assert {r.fact.id for r in results[:3]} == {f.id for f in both}
+    assert [r.scores["all_words"] for r in results] == [True] * 3 + [False] * 7
+    assert {r.fact.id for r in results[3:]} < {f.id for f in some}
+    assert [r.score for r in results] == [1 / n for n in range(1, 11)]
     # When enough facts hold every word, the relaxed tier is not needed at all.
     found = find(me, "glacier retreat", mode="keyword", limit=3, peek=True)
-    assert [r["scores"]["all_words"] for r in found["results"]] == [True] * 3
+    assert [r.scores["all_words"] for r in found.results] == [True] * 3
 
 
 def test_a_stop_word_overlap_never_matches(actor) -> None:
     me = actor()
     store(me, [NewFact("/s", "tea or coffee for the team"), NewFact("/s", "what it is")])
-    assert find(me, "the zebra or a giraffe", mode="keyword")["results"] == []
-    assert find(me, "what's the zebra's name?", mode="keyword")["results"] == []
+    assert find(me, "the zebra or a giraffe", mode="keyword").results == []
+    assert find(me, "what's the zebra's name?", mode="keyword").results == []
     # Stop words alone still find what holds them all.
-    assert len(find(me, "what it is", mode="keyword")["results"]) == 1
+    assert len(find(me, "what it is", mode="keyword").results) == 1
 
 
 def test_keyword_fills_only_with_facts_the_reader_may_see(actor, rt) -> None:
@@ -217,8 +217,8 @@ def test_keyword_fills_only_with_facts_the_reader_may_see(actor, rt) -> None:
     store(me, [NewFact("/theirs", f"orchid care notes {i}") for i in range(20)])
     grant(rt, "p, alice, path:/mine/*, read, allow")
     found = find(actor("alice"), "orchid care", mode="keyword", limit=10, peek=True)
-    assert [r["fact"]["id"] for r in found["results"]] == [mine[0]["id"], mine[1]["id"]]
-    assert [r["scores"]["all_words"] for r in found["results"]] == [True, False]
+    assert [r.fact.id for r in found.results] == [mine[0].id, mine[1].id]
+    assert [r.scores["all_words"] for r in found.results] == [True, False]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
@@ -245,7 +245,7 @@ def test_the_relaxed_words_do_not_depend_on_hidden_facts(actor, rt) -> None:
     grant(rt, "p, alice, path:/alice/*, read, allow")
     alice = actor("alice")
     before = page(find(alice, "comet nebula", mode="keyword", peek=True))
-    assert {fid for fid, _ in before} == {f["id"] for f in mine}
+    assert {fid for fid, _ in before} == {f.id for f in mine}
     # Hidden facts make "comet" a very common word of the memory: the reader's own
     # relaxed match must not lose it. (The ORDER may change: bm25's statistics cover
     # the whole table, the residual channel the README names.)

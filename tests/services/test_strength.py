@@ -22,28 +22,28 @@ def test_formula_matches_the_seed() -> None:
 def test_recalls_on_days_2_8_30_90_reach_about_120_days(actor, clock) -> None:
     reader = actor()
     with reader.tx() as (conn, ctx):
-        fact_id = facts.store_fact(conn, ctx, facts.NewFact("/calibration", "a fact"))["id"]
+        fact_id = facts.store_fact(conn, ctx, facts.NewFact("/calibration", "a fact")).id
     start = clock.now
     for day in (2, 8, 30, 90):
         clock.now = start + day * 86_400
         with reader.tx() as (conn, ctx):
             fact = facts.get_fact(conn, ctx, fact_id)
-    assert fact["recall_count"] == 4
-    assert fact["stability_days"] == pytest.approx(120, abs=2)
+    assert fact.recall_count == 4
+    assert fact.stability_days == pytest.approx(120, abs=2)
 
     clock.now = start + 150 * 86_400  # two months after the last recall
     with reader.tx() as (conn, ctx):
         later = facts.get_fact(conn, ctx, fact_id, peek=True)
-    assert later["strength"] == pytest.approx(0.60, abs=0.01)
-    assert later["recall_count"] == 4  # peek is not a recall
+    assert later.strength == pytest.approx(0.60, abs=0.01)
+    assert later.recall_count == 4  # peek is not a recall
 
 
 def test_strength_is_computed_at_read_time(actor, clock) -> None:
     reader = actor()
     with reader.tx() as (conn, ctx):
-        fact_id = facts.store_fact(conn, ctx, facts.NewFact("/t", "x"))["id"]
+        fact_id = facts.store_fact(conn, ctx, facts.NewFact("/t", "x")).id
     clock.advance(days=1)
     with reader.tx() as (conn, ctx):
         fact = facts.get_fact(conn, ctx, fact_id, peek=True)
-    assert fact["strength"] == pytest.approx(math.exp(-1))
-    assert fact["last_recall_at"] is None
+    assert fact.strength == pytest.approx(math.exp(-1))
+    assert fact.last_recall_at is None

@@ -1,4 +1,4 @@
-"""Backup, export and import: lossless round trip, idempotent merge, checked lines, live backup."""
+"""Export and import: lossless round trip, idempotent merge, checked lines."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import base64
 import io
 import json
 import shutil
-import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -87,24 +85,24 @@ def rich(rt: Runtime, actor, clock: FakeClock) -> Runtime:
     clock.advance(days=1)
     with me.tx() as (conn, ctx):
         second = fact_service.store_fact(
-            conn, ctx, NewFact("/projects/x", "the sky is grey", supersedes_id=first["id"])
+            conn, ctx, NewFact("/projects/x", "the sky is grey", supersedes_id=first.id)
         )
     clock.advance(days=2)
     with me.tx() as (conn, ctx):
         fact_service.store_fact(
-            conn, ctx, NewFact("/projects/x", "the sky is dark", supersedes_id=second["id"])
+            conn, ctx, NewFact("/projects/x", "the sky is dark", supersedes_id=second.id)
         )
         # Characters str.splitlines() breaks on, which JSON leaves unescaped.
         fact_service.store_fact(conn, ctx, NewFact("/projects/y", "a\u2028b\u2029c\x85d é"))
         gone = fact_service.store_fact(conn, ctx, NewFact("/projects/y", "soon deleted"))
-        fact_service.delete_fact(conn, ctx, gone["id"])
+        fact_service.delete_fact(conn, ctx, gone.id)
     with alice.tx() as (conn, ctx):
         mine = fact_service.store_fact(
             conn, ctx, NewFact("/team/notes", "alice's note [[/projects/x]]"), vector=vector(2)
         )
     clock.advance(days=5)
     with me.tx() as (conn, ctx):
-        fact_service.get_fact(conn, ctx, mine["id"])  # a recall: recall state must travel
+        fact_service.get_fact(conn, ctx, mine.id)  # a recall: recall state must travel
     return rt
 
 
@@ -134,13 +132,13 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
         assert [h[0] for h in hits] == [by_content["the sky is grey"]["id"]]
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 2
         chain = fact_service.history(conn, ctx, by_content["the sky is blue"]["id"])
-        assert [f["content"] for f in chain] == [
+        assert [f.content for f in chain] == [
             "the sky is blue",
             "the sky is grey",
             "the sky is dark",
         ]
         (restored,) = fact_service.hydrate(conn, ctx, [note["id"]])
-        assert restored["effective_tags"]["visibility"] == "public"
+        assert restored.effective_tags["visibility"] == "public"
 
 
 def test_without_embeddings_the_facts_wait_for_reindex(rich: Runtime, other: Runtime) -> None:
@@ -202,14 +200,14 @@ def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
     with Memory(other).transaction() as (conn, ctx):
         ids = dict(conn.execute(select(facts.c.content, facts.c.id)).all())
         imported = {f["content"] for f in file_facts[seed:]}
-        assert all(ids[c] > own["id"] for c in imported)  # appended after what was there
+        assert all(ids[c] > own.id for c in imported)  # appended after what was there
         chain = fact_service.history(conn, ctx, ids["the sky is dark"])
-        assert [f["content"] for f in chain] == [
+        assert [f.content for f in chain] == [
             "the sky is blue",
             "the sky is grey",
             "the sky is dark",
         ]
-        assert chain[1]["supersedes_id"] == ids["the sky is blue"]
+        assert chain[1].supersedes_id == ids["the sky is blue"]
         twice = conn.execute(
             select(func.count()).select_from(facts).where(facts.c.content == "twice")
         ).scalar_one()
@@ -234,7 +232,7 @@ def test_merge_refuses_a_chain_the_memory_already_continued(rt: Runtime, actor) 
         old = fact_service.store_fact(conn, ctx, NewFact("/a", "v1"))
     lines = export_lines(rt)
     with me.tx() as (conn, ctx):
-        fact_service.store_fact(conn, ctx, NewFact("/a", "v2 here", supersedes_id=old["id"]))
+        fact_service.store_fact(conn, ctx, NewFact("/a", "v2 here", supersedes_id=old.id))
     # The file continues v1 another way; the memory already superseded v1.
     v1 = next(json.loads(line) for line in lines if '"content":"v1"' in line)
     fork = v1 | {"id": v1["id"] + 100, "content": "v2 elsewhere", "supersedes_id": v1["id"]}
@@ -314,77 +312,16 @@ def test_only_an_admin_moves_the_whole_memory(rich: Runtime, actor) -> None:
             transfer.import_memory(conn, ctx, transfer.read_export(lines))
 
 
-# --- backup ------------------------------------------------------------------
-
-
-def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
-    writes, started_after = 300, 50
-    me = actor()
-    started = threading.Event()
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            for i in range(writes):
-                with me.tx() as (conn, ctx):
-                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
-                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
-                if i == started_after:
-                    started.set()
-        except BaseException as exc:  # surfaced by the assertion below
-            errors.append(exc)
-            started.set()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert started.wait(timeout=60)
-        target = tmp_path / "copy.db"
-        report = transfer.backup_database(rt.engine, target)
-    finally:
-        thread.join(timeout=120)
-    assert not errors and not thread.is_alive()
-
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
-    assert report.size_bytes == target.stat().st_size
-    copy = transfer._open_file_db(target)
-    try:
-        transfer.check_copy(copy)  # integrity_check and FTS5 integrity-check
-        loaded = [
-            int(n)
-            for (n,) in copy.execute(
-                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
-            )
-        ]
-        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
-        assert sorted(loaded) == list(range(len(loaded)))
-        assert started_after < len(loaded) <= writes
-        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
-        orphans = copy.execute(
-            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
-            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
-        ).fetchone()[0]
-        assert orphans == 0
-        unindexed = copy.execute(
-            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
-            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
-        ).fetchone()[0]
-        assert unindexed == 0
-    finally:
-        copy.close()
-
-
-def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
-    target = tmp_path / "copy.db"
-    target.write_text("precious")
-    with pytest.raises(Conflict, match="--force"):
-        transfer.backup_database(rt.engine, target)
-    assert target.read_text() == "precious"
-    report = transfer.backup_database(rt.engine, target, force=True)
-    assert report.facts == 7 and target.stat().st_size > 0
-    with pytest.raises(InvalidInput, match="live memory"):
-        transfer.backup_database(rt.engine, rt.settings.database_path, force=True)
+def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: Runtime) -> None:
+    exported: list[tuple[int, int]] = []
+    out = io.StringIO()
+    counts = Memory(rich).export("default", out, on_progress=lambda *p: exported.append(p))
+    facts_in_file = counts["facts"]
+    assert exported[0] == (0, facts_in_file) and exported[-1] == (facts_in_file, facts_in_file)
+    imported: list[tuple[int, int]] = []
+    lines = out.getvalue().splitlines()
+    Memory(other).import_lines("default", lines, on_progress=lambda *p: imported.append(p))
+    assert imported[0] == (0, facts_in_file) and imported[-1] == (facts_in_file, facts_in_file)
 
 
 def test_an_export_with_roles_imports_although_it_lists_p_lines_first(

@@ -42,7 +42,7 @@ def store_vectors(rt: Runtime, vectors: np.ndarray, paths: list[str] | None = No
             stored = fact_service.store_facts(
                 conn, ctx, items, vectors=[v.astype("<f4").tobytes() for v in chunk]
             )
-        ids += [f["id"] for f in stored]
+        ids += [f.id for f in stored]
     return ids
 
 

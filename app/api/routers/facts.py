@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
 
@@ -10,8 +10,9 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
-from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
-from app.services import facts as fact_service
+from app.rules import MAX_ID, MAX_LIMIT, ListSort
+from app.schemas import facts as schema
+from app.usecases.memory import Fact, FactPage, NewFact
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
@@ -23,18 +24,18 @@ FactId = Annotated[int, Path(ge=1, le=MAX_ID, description="Fact id")]
 Peek = Annotated[bool, Query(description="Read without counting a recall")]
 
 
-def _new(item: FactIn) -> fact_service.NewFact:
-    return fact_service.NewFact(item.path, item.content, item.tags, item.supersedes_id)
+def _new(item: schema.FactIn) -> NewFact:
+    return NewFact(item.path, item.content, item.tags, item.supersedes_id)
 
 
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=Fact,
+    response_model=schema.Fact,
     operation_id="store_fact",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def store_fact(body: schema.FactIn, memory: MemoryDep, subject: SubjectDep) -> Fact:
     """Store one fact (superseding another with `supersedes_id`)."""
     with located("body"):
         return memory.store(subject, _new(body))
@@ -43,11 +44,13 @@ def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str
 @router.post(
     "/batch",
     status_code=status.HTTP_201_CREATED,
-    response_model=FactsOut,
+    response_model=schema.FactsOut,
     operation_id="store_facts_batch",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_facts_batch(body: BatchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def store_facts_batch(
+    body: schema.BatchIn, memory: MemoryDep, subject: SubjectDep
+) -> dict[str, Any]:
     """Store several facts, all or nothing."""
     items = [_new(f) for f in body.facts]
     return {"facts": memory.store_batch(subject, items, error_prefix=["body", "facts"])}
@@ -55,7 +58,7 @@ def store_facts_batch(body: BatchIn, memory: MemoryDep, subject: SubjectDep) -> 
 
 @router.get(
     "",
-    response_model=FactList,
+    response_model=schema.FactList,
     operation_id="list_facts",
     responses=problems(*AUTHED),
 )
@@ -64,14 +67,12 @@ def list_facts(
     subject: SubjectDep,
     under: UnderQuery = None,
     tag: TagQuery = None,
-    sort: Annotated[
-        Literal["created", "strength"], Query(description="Newest or strongest first")
-    ] = "created",
-    limit: Annotated[int, Query(ge=1, le=fact_service.MAX_LIMIT)] = 50,
+    sort: Annotated[ListSort, Query(description="Newest or strongest first")] = "created",
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: Annotated[
         str | None, Query(max_length=1024, description="next_cursor of the previous page")
     ] = None,
-) -> dict[str, Any]:
+) -> FactPage:
     """List current facts (browsing, not a recall), with cursor pagination."""
     with located("query"):
         return memory.list_facts(
@@ -81,7 +82,7 @@ def list_facts(
 
 @router.get(
     "/{fact_id:int}",
-    response_model=Fact,
+    response_model=schema.Fact,
     operation_id="get_fact",
     responses=problems(*AUTHED, 404),
 )
@@ -91,7 +92,7 @@ def get_fact(
     subject: SubjectDep,
     peek: Peek = False,
     include_deleted: Annotated[bool, Query(description="Show a deleted fact too")] = False,
-) -> dict[str, Any]:
+) -> Fact:
     """Read one fact by id (a recall, unless `peek`)."""
     return memory.get(subject, fact_id, peek=peek, include_deleted=include_deleted)
 
@@ -110,21 +111,23 @@ def delete_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> None
 
 @router.get(
     "/{fact_id:int}/history",
-    response_model=FactsOut,
+    response_model=schema.FactsOut,
     operation_id="get_fact_history",
     responses=problems(*AUTHED, 404),
 )
-def get_fact_history(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def get_fact_history(
+    fact_id: FactId, memory: MemoryDep, subject: SubjectDep
+) -> dict[str, list[Fact]]:
     """Return the supersede chain through a fact, oldest first."""
     return {"facts": memory.history(subject, fact_id)}
 
 
 @router.post(
     "/{fact_id:int}/recall",
-    response_model=Fact,
+    response_model=schema.Fact,
     operation_id="recall_fact",
     responses=problems(*AUTHED, 404),
 )
-def recall_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def recall_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> Fact:
     """Recall a fact explicitly: its stability grows."""
     return memory.recall(subject, fact_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Response, status
 
@@ -10,6 +10,7 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.paths import PathOut
+from app.usecases.memory import Node
 
 router = APIRouter(prefix="/v1/paths", tags=["paths"])
 
@@ -34,7 +35,7 @@ def _topic(raw: str) -> str:
     operation_id="get_path",
     responses=problems(*AUTHED, 404),
 )
-def get_path(path: TopicPath, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def get_path(path: TopicPath, memory: MemoryDep, subject: SubjectDep) -> Node:
     """Show a node: its tags, visible children and fact counts."""
     with located("path"):
         return memory.describe_path(subject, _topic(path))
@@ -54,7 +55,7 @@ def set_path_tags(
     ],
     memory: MemoryDep,
     subject: SubjectDep,
-) -> dict[str, Any]:
+) -> Node:
     """Set tags on a node (added or replaced); facts below inherit them, nearest wins."""
     with located("body"):
         return memory.set_path_tags(subject, _topic(path), tags)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
@@ -10,15 +10,16 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
-from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode, SearchIn, SearchOut, Sort
-from app.usecases.memory import Memory, SearchRequest
+from app.rules import MAX_LIMIT, MAX_QUERY_CHARS, Mode, SearchSort
+from app.schemas.search import SearchIn, SearchOut
+from app.usecases.memory import Memory, SearchPage, SearchRequest
 
 router = APIRouter(prefix="/v1/search", tags=["search"])
 
 ERRORS = problems(*AUTHED, 503)
 
 
-def _search(memory: Memory, subject: str, where: str, params: SearchIn) -> dict[str, Any]:
+def _search(memory: Memory, subject: str, where: str, params: SearchIn) -> SearchPage:
     request = SearchRequest(
         q=params.q,
         mode=params.mode,
@@ -44,12 +45,12 @@ def search_facts(
     under: UnderQuery = None,
     tag: TagQuery = None,
     min_strength: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_RESULTS)] = 10,
-    sort: Annotated[Sort, Query(description="Order the page by relevance or strength")] = (
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    sort: Annotated[SearchSort, Query(description="Order the page by relevance or strength")] = (
         "relevance"
     ),
     peek: Annotated[bool, Query(description="Read without counting a recall")] = False,
-) -> dict[str, Any]:
+) -> SearchPage:
     """Search facts by keyword, by meaning, or both (a recall of each result unless `peek`)."""
     # Already validated as query parameters, with the same constraints as SearchIn.
     params = SearchIn.model_construct(
@@ -71,6 +72,6 @@ def search_facts(
     operation_id="search_facts_post",
     responses=problems(*AUTHED, *WITH_BODY, 503),
 )
-def search_facts_post(body: SearchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
+def search_facts_post(body: SearchIn, memory: MemoryDep, subject: SubjectDep) -> SearchPage:
     """Search facts, with the query in a JSON body (for long queries)."""
     return _search(memory, subject, "body", body)

@@ -28,7 +28,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services.context import Context
 from app.services.facts import NewFact
-from tests.acl.test_acl_differential import (
+from tests.acl.test_differential import (
     FACT_TAG_KEYS,
     SUBJECTS,
     TAG_VALUES,

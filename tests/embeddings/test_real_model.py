@@ -11,6 +11,8 @@ from app.services.facts import NewFact
 from app.usecases.memory import Memory, SearchRequest
 from tests.conftest import make_settings
 
+pytestmark = pytest.mark.slow  # loads the real model (make test-fast leaves it out)
+
 FACTS = [
     "The staging database is backed up every night at two in the morning.",
     "Alice prefers tea over coffee during long meetings.",
@@ -30,15 +32,15 @@ def memory(tmp_path_factory: pytest.TempPathFactory):
     rt = open_runtime(settings, load_model=True)
     assert rt.embedder is not None, rt.model_problem
     stored = Memory(rt).store_batch("default", [NewFact("/team", text) for text in FACTS])
-    assert all(fact["embedded"] for fact in stored)
-    yield rt, {fact["content"]: fact["id"] for fact in stored}
+    assert all(fact.embedded for fact in stored)
+    yield rt, {fact.content: fact.id for fact in stored}
     rt.close()
 
 
 def search(rt, q: str, mode: str) -> list[int]:
     request = SearchRequest(q=q, mode=mode, limit=5, peek=True)  # type: ignore[arg-type]
     found = Memory(rt).search("default", request)
-    return [r["fact"]["id"] for r in found["results"]]
+    return [r.fact.id for r in found.results]
 
 
 def test_a_paraphrase_finds_its_fact_first(memory) -> None:

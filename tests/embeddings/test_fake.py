@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from app.embeddings.base import Embedder
 from app.embeddings.fake import FakeEmbedder
@@ -38,6 +39,7 @@ def test_same_text_same_vector_and_query_equals_document() -> None:
     np.testing.assert_array_equal(a.embed_query(text), a.embed_query(text.upper()))
 
 
+@pytest.mark.slow  # starts a process
 def test_same_in_another_process() -> None:
     # str hashes are salted per process; the fake must not depend on them.
     code = (

@@ -41,6 +41,17 @@ def test_unknown_field_is_a_422_naming_it(client: TestClient, auth: Auth, fact_c
     assert fact_count() == before
 
 
+@pytest.mark.parametrize("route", ["/v1/facts", "/v1/search"])
+def test_a_limit_too_large_says_what_the_limit_is(
+    client: TestClient, auth: Auth, route: str
+) -> None:
+    params = {"q": "x", "limit": 101} if route == "/v1/search" else {"limit": 101}
+    problem = assert_problem(client.get(route, params=params, headers=auth("default")), 422)
+    assert problem["detail"] == (
+        "Invalid value for limit: Input should be less than or equal to 100."
+    )
+
+
 def test_validation_never_echoes_the_input(client: TestClient, auth: Auth) -> None:
     huge = "Z" * 200_000
     response = client.post(

@@ -21,6 +21,8 @@ from app.settings import Settings
 from tests.api.conftest import assert_problem
 from tests.conftest import TEST_WIDTH
 
+pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
+
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
@@ -36,17 +38,6 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
     )
-
-
-@pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The in-process CLI on the test memory's home."""
-    monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
-    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
-    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
-    monkeypatch.delenv("EMBORNAL_JWT_SECRET", raising=False)
-    monkeypatch.setattr(cli.state, "settings", None)
-    return settings
 
 
 def test_issued_token_is_accepted(client: TestClient, cli_env: Settings) -> None:

@@ -34,17 +34,17 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> ModelSpec:
     return spec
 
 
-def test_none_means_no_embedder(make_settings: MakeSettings) -> None:
-    settings = make_settings(model=NO_MODEL)
+def test_none_means_no_embedder(settings_with: MakeSettings) -> None:
+    settings = settings_with(model=NO_MODEL)
     assert load_embedder(settings) is None
     info = model_info(settings)
     assert info["name"] == NO_MODEL
     assert info["width"] is None
 
 
-def test_unknown_model_is_a_config_error_listing_known_names(make_settings: MakeSettings) -> None:
+def test_unknown_model_is_a_config_error_listing_known_names(settings_with: MakeSettings) -> None:
     with pytest.raises(ConfigError) as caught:
-        load_embedder(make_settings(model="bge-bass"))
+        load_embedder(settings_with(model="bge-bass"))
     message = caught.value.detail
     assert "bge-bass" in message
     for name in ("bge-base-en-v1.5", "minilm-l6", "none"):
@@ -52,9 +52,9 @@ def test_unknown_model_is_a_config_error_listing_known_names(make_settings: Make
 
 
 def test_loads_a_registered_model_from_the_weights_dir(
-    tiny: ModelSpec, make_settings: MakeSettings
+    tiny: ModelSpec, settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(model=tiny.name, threads=1, batch_size=4)
+    settings = settings_with(model=tiny.name, threads=1, batch_size=4)
     make_tiny_model_dir(settings.dirs.weights_dir / tiny.name, 40)
     embedder = load_embedder(settings)
     assert isinstance(embedder, OnnxEmbedder)
@@ -64,14 +64,14 @@ def test_loads_a_registered_model_from_the_weights_dir(
 
 
 def test_missing_files_without_downloads_say_what_to_do(
-    tiny: ModelSpec, make_settings: MakeSettings
+    tiny: ModelSpec, settings_with: MakeSettings
 ) -> None:
     with pytest.raises(ModelUnavailable, match=r"model files missing.*`embornal model pull`"):
-        load_embedder(make_settings(model=tiny.name))
+        load_embedder(settings_with(model=tiny.name))
 
 
 def test_a_model_that_fails_to_load_is_unavailable(
-    monkeypatch: pytest.MonkeyPatch, make_settings: MakeSettings
+    monkeypatch: pytest.MonkeyPatch, settings_with: MakeSettings
 ) -> None:
     import hashlib
     from dataclasses import replace
@@ -90,7 +90,7 @@ def test_a_model_that_fails_to_load_is_unavailable(
         ),
     )
     monkeypatch.setitem(CATALOG, broken.name, broken)
-    settings = make_settings(model=broken.name)
+    settings = settings_with(model=broken.name)
     model_dir = make_tiny_model_dir(settings.dirs.weights_dir / broken.name, 8)
     (model_dir / "model.onnx").write_bytes(garbage)
     with pytest.raises(ModelUnavailable, match="model 'tiny-broken' failed to load"):
@@ -98,9 +98,9 @@ def test_a_model_that_fails_to_load_is_unavailable(
 
 
 def test_model_info_reports_files_before_and_after(
-    tiny: ModelSpec, make_settings: MakeSettings
+    tiny: ModelSpec, settings_with: MakeSettings
 ) -> None:
-    settings = make_settings(model=tiny.name)
+    settings = settings_with(model=tiny.name)
     before = model_info(settings)
     assert before["name"] == tiny.name
     assert before["width"] == 40
@@ -119,11 +119,11 @@ def test_model_info_reports_files_before_and_after(
 
 
 def test_pull_downloads_even_when_downloads_are_off(
-    tiny: ModelSpec, file_server: FileServer, make_settings: MakeSettings
+    tiny: ModelSpec, file_server: FileServer, settings_with: MakeSettings
 ) -> None:
     file_server.routes["/tiny/model.onnx"] = tiny_model_bytes(40)
     file_server.routes["/tiny/tokenizer.json"] = minilm_tokenizer_path().read_bytes()
-    settings = make_settings(model=NO_MODEL, hub_url=file_server.url, download=False)
+    settings = settings_with(model=NO_MODEL, hub_url=file_server.url, download=False)
     model_dir = pull_model(settings, tiny.name, progress=False)
     assert model_dir == settings.dirs.weights_dir / tiny.name
     assert model_info(settings, tiny.name)["complete"] is True
@@ -146,8 +146,8 @@ def test_catalog_entries() -> None:
             assert (f.url is None) != (f.package is None)
 
 
-def test_bge_urls_follow_the_configured_hub(make_settings: MakeSettings) -> None:
-    settings = make_settings(hub_url="http://127.0.0.1:1234/mirror/")
+def test_bge_urls_follow_the_configured_hub(settings_with: MakeSettings) -> None:
+    settings = settings_with(hub_url="http://127.0.0.1:1234/mirror/")
     bge = get_spec("bge-base-en-v1.5")
     assert file_url(bge.file("model.onnx"), settings) == (
         f"http://127.0.0.1:1234/mirror/BAAI/bge-base-en-v1.5/resolve/{BGE_REVISION}/onnx/model.onnx"

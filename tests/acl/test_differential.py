@@ -18,6 +18,7 @@ its roles (transitively) and everyone's. A subject named like a role is refused.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -283,8 +284,13 @@ def view_tags(conn: Connection) -> dict[int, dict[str, str]]:
     return dict(found)
 
 
+# The proof runs 1000 worlds in `make test` (about three minutes here); `make
+# test-fast`, the inner loop, asks for fewer with EMBORNAL_PROOF_EXAMPLES.
+PROOF_EXAMPLES = int(os.environ.get("EMBORNAL_PROOF_EXAMPLES", "1000"))
+
+
 @settings(
-    max_examples=1000,
+    max_examples=PROOF_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

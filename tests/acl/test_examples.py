@@ -60,7 +60,7 @@ class Memory:
     def store(self, label: str, path: str, owner: str = "default", **tags: str) -> None:
         with self.actor(owner).tx() as (conn, ctx):
             fact = fact_service.store_fact(conn, ctx, NewFact(path, label, tags))
-        self.ids[label] = fact["id"]
+        self.ids[label] = fact.id
 
     def seen(self, subject: str) -> set[str]:
         """The labels `subject` may read; the SQL fragment and Casbin must agree."""
@@ -76,7 +76,7 @@ class Memory:
         """The labels list_facts hands to `subject` (its own facts only)."""
         with UseCases(self.rt).transaction(subject) as (conn, ctx):
             page = fact_service.list_facts(conn, ctx, limit=100)
-        return {f["content"] for f in page["facts"] if f["id"] in self.ids.values()}
+        return {f.content for f in page.facts if f.id in self.ids.values()}
 
 
 def resource(conn: Connection, fact_id: int) -> Resource:

@@ -1,0 +1,40 @@
+"""The rules of the product that more than one layer checks, each defined once.
+
+The HTTP schemas declare these bounds to clients (and OpenAPI), the services
+enforce them for every front end, and the ACL parses policy objects with the same
+path and tag rules that user input is folded by (SPEC: Paths, Tags, Search).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+# The subject the local command line acts as; it owns the /memory facts (seed).
+LOCAL_SUBJECT = "default"
+
+# SQLite integers are signed 64-bit: a larger fact id is refused as input, not overflowed.
+MAX_ID = 2**63 - 1
+
+# --- paths -------------------------------------------------------------------
+MAX_SEGMENTS = 32
+MAX_SEGMENT_CHARS = 64
+# One segment, folded: a letter or digit, then letters, digits, '.', '_' or '-'.
+SEGMENT = rf"[a-z0-9][a-z0-9._-]{{0,{MAX_SEGMENT_CHARS - 1}}}"
+SEGMENT_RE = re.compile(rf"^{SEGMENT}$")
+
+# --- tags --------------------------------------------------------------------
+TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+TAG_VALUE = re.compile(r"^[^\s=,]{1,256}$")
+# The tag the memory writes on every fact from its writer (seed: "Who owns a fact").
+OWNER_KEY = "owner"
+
+# --- listing and search ------------------------------------------------------
+MAX_LIMIT = 100  # a page of facts or of search results (SPEC: "limit ... at most 100")
+MAX_QUERY_CHARS = 4000
+Mode = Literal["keyword", "semantic", "hybrid"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+ListSort = Literal["created", "strength"]
+LIST_SORTS: tuple[ListSort, ...] = get_args(ListSort)
+SearchSort = Literal["relevance", "strength"]
+SEARCH_SORTS: tuple[SearchSort, ...] = get_args(SearchSort)

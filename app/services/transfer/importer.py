@@ -1,0 +1,317 @@
+"""Import: load a checked export into the memory, restoring or merging.
+
+The import is an admin restore, not a store by the importer: facts keep their
+owner, times and recall state.
+
+- restore: into a fresh memory, one that holds only what its migration wrote
+  (app.db.seed: the /memory facts, the default policies, no other node and no path
+  tag), the file replaces all of it: facts keep their ids and the policies are the
+  file's.
+- merge: into any other memory, facts are appended with new ids (supersede chains
+  follow the new ids); a fact whose (path, content, owner, created_at) the memory
+  already holds is skipped as already imported, so importing a file twice changes
+  nothing the second time. A path tag the memory already has keeps its value (the
+  memory's own access decisions rest on it); missing ones are added. Policies are
+  added when absent, never removed.
+
+Either way the import runs in the caller's one write transaction, after every
+line was checked (format.read_export): a bad line stops it, named by its number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from app.acl.model import ADMIN, EVERYONE
+from app.db import migrate
+from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
+from app.db.tables import (
+    casbin_rule,
+    fact_tags,
+    facts,
+    path_tags,
+    paths,
+)
+from app.errors import Conflict, InvalidInput
+from app.services import paths as path_service
+from app.services import policies as policy_service
+from app.services import vector_index
+from app.services.context import Context
+from app.services.facts import write_vector
+from app.services.transfer.export import require_admin
+from app.services.transfer.format import ExportFile, FactRecord, PathRecord, PolicyRecord
+
+ProgressCallback = Callable[[int, int], None]
+PROGRESS_EVERY = 256  # facts between two progress reports
+
+
+# --- import ------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    mode: Literal["restore", "merge"]
+    paths_added: int = 0
+    path_tags_added: int = 0
+    path_tags_kept: int = 0  # the memory had the key with another value: it kept its own
+    facts_added: int = 0
+    facts_skipped: int = 0  # already in the memory
+    embeddings_written: int = 0
+    facts_waiting_for_embedding: int = 0  # added without a vector that fits this memory
+    policies_added: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def import_memory(
+    conn: Connection,
+    ctx: Context,
+    data: ExportFile,
+    *,
+    on_progress: ProgressCallback | None = None,
+) -> ImportReport:
+    """Load a checked export into the memory, in the caller's transaction.
+
+    Restore into a fresh memory, merge into any other (see the module's docstring).
+    Raises before the caller commits when the file cannot be applied whole.
+    `on_progress(done, total)` is told of the facts as they are loaded.
+    """
+    require_admin(ctx)
+    restore = is_fresh(conn)
+    report = ImportReport(mode="restore" if restore else "merge")
+    if restore:
+        _check_keeps_admin(data.policies, ctx.subject)
+        _clear_fresh(conn)
+    now = ctx.clock()
+    paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
+    _import_paths(conn, data.paths, now, report)
+    _import_facts(conn, data, restore, report, on_progress)
+    report.paths_added = (
+        conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
+    )
+    for record in _in_adding_order(data.policies):
+        with suppress(Conflict):  # already present: "added if absent"
+            policy_service.add_policy(conn, ctx, str(record.policy))
+            report.policies_added += 1
+    return report
+
+
+def _in_adding_order(policies: list[PolicyRecord]) -> list[PolicyRecord]:
+    """g lines first, each role made before it appears as a member; then p lines.
+
+    add_policy refuses to make a name that is in use as a subject a role (see
+    app.services.policies.check_role_collision), and a p line or a membership
+    written before the role exists reads as such a use. An export lists p lines
+    first, so the file's order would refuse its own roles.
+    """
+    parents: dict[str, set[str]] = {}
+    for record in policies:
+        if record.policy.ptype == "g":
+            member, role = record.policy.values
+            parents.setdefault(member, set()).add(role)
+
+    def height(name: str, seen: frozenset[str] = frozenset()) -> int:
+        # How many role links lie above `name`; a cycle counts once.
+        above = parents.get(name, set()) - seen
+        return 1 + max((height(r, seen | {name}) for r in above), default=-1) if above else 0
+
+    g_lines = [r for r in policies if r.policy.ptype == "g"]
+    # `g, alice, team` must come before `g, team, staff`: higher roles' lines go last.
+    g_lines.sort(key=lambda r: -height(r.policy.values[1]))
+    return g_lines + [r for r in policies if r.policy.ptype != "g"]
+
+
+def is_fresh(conn: Connection) -> bool:
+    """True when the memory holds exactly what its migration wrote, so a restore loses
+    nothing of the user's. Recall counts and embeddings of the /memory facts do not
+    count as the user's: they are the migration's text, read or embedded."""
+    if conn.execute(select(func.count()).select_from(path_tags)).scalar_one():
+        return False
+    if set(conn.execute(select(paths.c.path)).scalars()) != SEED_PATHS:
+        return False
+    rows = conn.execute(
+        select(
+            facts.c.id,
+            paths.c.path,
+            facts.c.content,
+            facts.c.owner,
+            facts.c.supersedes_id,
+            facts.c.deleted_at,
+        )
+        .join(paths, paths.c.id == facts.c.path_id)
+        .order_by(facts.c.id)
+    ).all()
+    expected = [
+        (number, "/memory", text, SEED_OWNER, None, None)
+        for number, text in enumerate(MEMORY_FACTS, start=1)
+    ]
+    if [tuple(row) for row in rows] != expected:
+        return False
+    rules = conn.execute(
+        select(casbin_rule.c.ptype, *(casbin_rule.c[f"v{i}"] for i in range(6)))
+    ).all()
+    present = sorted(tuple(v for v in row if v) for row in rules)
+    defaults = sorted(tuple(v for v in rule if v) for rule in FRESH_POLICIES)
+    return present == defaults
+
+
+def _check_keeps_admin(policies: list[PolicyRecord], subject: str) -> None:
+    """A restore replaces the policies: refuse one that locks the importer out of them."""
+    roles: dict[str, set[str]] = {}
+    for record in policies:
+        if record.policy.ptype == "g":
+            member, role = record.policy.values
+            roles.setdefault(member, set()).add(role)
+    reached, frontier = set(), [subject, EVERYONE]
+    while frontier:
+        name = frontier.pop()
+        if name not in reached:
+            reached.add(name)
+            frontier.extend(roles.get(name, ()))
+    if ADMIN not in reached:
+        raise InvalidInput(
+            f"this memory is fresh, so the import would restore the file's policies, and "
+            f"they leave {subject!r} without the {ADMIN!r} role; add the line "
+            f'"g, {subject}, {ADMIN}" to the file'
+        )
+
+
+def _clear_fresh(conn: Connection) -> None:
+    """Remove what the migration wrote so the file's facts keep their ids."""
+    conn.execute(delete(fact_tags))
+    # Codes, cells and log go, and a new generation makes running servers' in-memory
+    # indexes reload whole (see app.services.vector_index).
+    vector_index.clear_codes(conn)
+    conn.execute(delete(facts))  # the FTS rows go with them (facts_fts_ad)
+    conn.execute(delete(casbin_rule))
+
+
+def _import_paths(
+    conn: Connection, records: list[PathRecord], now: float, report: ImportReport
+) -> None:
+    for record in sorted(records, key=lambda r: r.path):
+        created_at = record.created_at if record.created_at is not None else now
+        node = path_service.ensure_path(conn, record.path, created_at)
+        # A node exists since the first time either memory had it.
+        conn.execute(
+            update(paths)
+            .where(paths.c.id == node, paths.c.created_at > created_at)
+            .values(created_at=created_at)
+        )
+        if not record.tags:
+            continue
+        present = path_service.own_path_tags(conn, node)
+        for key, value in record.tags.items():
+            if key not in present:
+                conn.execute(insert(path_tags).values(path_id=node, key=key, value=value))
+                report.path_tags_added += 1
+            elif present[key] != value:
+                report.path_tags_kept += 1
+
+
+def _import_facts(
+    conn: Connection,
+    data: ExportFile,
+    restore: bool,
+    report: ImportReport,
+    on_progress: ProgressCallback | None,
+) -> None:
+    vectors_fit = data.embedding_width == migrate.stored_width(conn)
+    held = None if restore else _HeldFacts(conn)
+    new_ids: dict[int, int] = {}  # the file's id -> this memory's id
+    path_ids: dict[str, int] = {}
+    total = len(data.facts)
+    for done, record in enumerate(data.facts):
+        if on_progress is not None and done % PROGRESS_EVERY == 0:
+            on_progress(done, total)
+        supersedes = new_ids[record.supersedes_id] if record.supersedes_id is not None else None
+        existing = held.claim(record) if held is not None else None
+        if existing is not None:
+            new_ids[record.id] = existing
+            report.facts_skipped += 1
+            continue
+        if supersedes is not None:
+            taken = conn.execute(
+                select(facts.c.id).where(facts.c.supersedes_id == supersedes)
+            ).scalar()
+            if taken is not None:
+                raise Conflict(
+                    f"line {record.line}: fact {record.id} supersedes fact "
+                    f"{record.supersedes_id}, which this memory holds as #{supersedes} and "
+                    f"has already superseded with #{taken}"
+                )
+        path_id = path_ids.get(record.path)
+        if path_id is None:
+            path_id = path_service.ensure_path(conn, record.path, record.created_at)
+            path_ids[record.path] = path_id
+        values: dict[str, Any] = {
+            "path_id": path_id,
+            "content": record.content,
+            "owner": record.owner,
+            "supersedes_id": supersedes,
+            "deleted_at": record.deleted_at,
+            "created_at": record.created_at,
+            "last_recall_at": record.last_recall_at,
+            "recall_count": record.recall_count,
+            "stability_days": record.stability_days,
+        }
+        if restore:
+            values["id"] = record.id
+        # INSERT is allowed on facts (facts_immutable guards UPDATE); facts_fts_ai
+        # writes the FTS row in this same transaction.
+        fact_id = conn.execute(insert(facts).values(**values).returning(facts.c.id)).scalar_one()
+        conn.execute(
+            insert(fact_tags),
+            [{"fact_id": fact_id, "key": k, "value": v} for k, v in sorted(record.tags.items())],
+        )
+        if record.embedding is not None and vectors_fit:
+            # Through write_vector, so vector_log tells running servers' indexes.
+            write_vector(conn, fact_id, record.embedding)
+            report.embeddings_written += 1
+        elif record.deleted_at is None:
+            report.facts_waiting_for_embedding += 1  # queued for `memory reindex`
+        new_ids[record.id] = fact_id
+        report.facts_added += 1
+    if on_progress is not None:
+        on_progress(total, total)
+
+
+class _HeldFacts:
+    """The facts the memory held before the import, found by (path, owner, created_at).
+
+    Read in one pass up front. Looking each line up by path instead visits every
+    fact of that path per line, and rows that carry an embedding are a page each:
+    42 s for a re-import of 20k facts, against about one second this way. Loaded
+    before anything is inserted, so two equal lines of one file (a batch may store
+    the same text twice at one instant) stay two facts.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.claimed: set[int] = set()
+        self.by_key: dict[tuple[str, str, float], list[int]] = {}
+        for fact_id, path, owner, created_at in conn.execute(
+            select(facts.c.id, paths.c.path, facts.c.owner, facts.c.created_at)
+            .join(paths, paths.c.id == facts.c.path_id)
+            .order_by(facts.c.id)
+        ):
+            self.by_key.setdefault((path, owner, created_at), []).append(fact_id)
+
+    def claim(self, record: FactRecord) -> int | None:
+        """The id of an unclaimed held fact equal to `record`, now claimed; or None."""
+        for fact_id in self.by_key.get((record.path, record.owner, record.created_at), ()):
+            if fact_id in self.claimed:
+                continue
+            content = self.conn.execute(
+                select(facts.c.content).where(facts.c.id == fact_id)
+            ).scalar_one()
+            if content == record.content:
+                self.claimed.add(fact_id)
+                return fact_id
+        return None

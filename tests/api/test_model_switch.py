@@ -1,0 +1,54 @@
+"""A running server follows `embornal model use` done from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app import cli
+from app.embeddings.catalog import ModelSpec
+from tests.api.conftest import Auth
+from tests.conftest import TINY, TINY_WIDTH
+
+
+@pytest.fixture
+def cli_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line on the same memory as the server: EMBORNAL_HOME is `home`."""
+    monkeypatch.setenv("EMBORNAL_HOME", str(home))
+    for name in ("EMBORNAL_EMBEDDING__MODEL", "EMBORNAL_EMBEDDING__WIDTH"):
+        monkeypatch.delenv(name, raising=False)
+    # The CLI keeps its settings between commands of one process; this is a new one.
+    monkeypatch.setattr(cli.state, "settings", None)
+
+
+def test_the_server_loads_the_model_the_cli_switched_to(
+    client: TestClient, auth: Auth, tiny_model: ModelSpec, cli_env: None
+) -> None:
+    before = client.get("/readyz").json()["model"]
+    assert before == {"loaded": False, "name": None, "reason": "no model loaded"}
+
+    switched = CliRunner().invoke(cli.app, ["model", "use", TINY])
+    assert switched.exit_code == 0, switched.output
+
+    # The next request sees the switch: readiness names the model the CLI chose ...
+    assert client.get("/readyz").json()["model"] == {"loaded": True, "name": TINY, "reason": None}
+    # ... and the verbs embed with it, at its width.
+    stored = client.post(
+        "/v1/facts", json={"path": "/m", "content": "tiny vectors"}, headers=auth("default")
+    )
+    assert stored.status_code == 201 and stored.json()["embedded"] is True
+    found = client.get(
+        "/v1/search",
+        params={"q": "tiny vectors", "mode": "semantic", "limit": 100},
+        headers=auth("default"),
+    ).json()
+    assert found["mode"] == "semantic"
+    by_id = {r["fact"]["id"]: r for r in found["results"]}
+    assert stored.json()["id"] in by_id
+    # The 7 /memory facts were re-embedded by `model use`: all 8 are found by meaning.
+    assert len(by_id) == 8
+    assert all(-1.0 <= r["scores"]["cosine"] <= 1.0 for r in found["results"])
+    assert tiny_model.width == TINY_WIDTH

@@ -1,0 +1,87 @@
+"""The online backup: a consistent, checked copy of a memory that is being written."""
+
+from __future__ import annotations
+
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.db.backup import backup_database, check_copy
+from app.db.engine import connect_file
+from app.errors import Conflict, InvalidInput
+from app.runtime import Runtime
+from app.services import facts as fact_service
+from app.services.facts import NewFact
+from tests.services.test_transfer import vector
+
+
+def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
+    writes, started_after = 300, 50
+    me = actor()
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(writes):
+                with me.tx() as (conn, ctx):
+                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
+                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
+                if i == started_after:
+                    started.set()
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert started.wait(timeout=60)
+        target = tmp_path / "copy.db"
+        report = backup_database(rt.engine, target)
+    finally:
+        thread.join(timeout=120)
+    assert not errors and not thread.is_alive()
+
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
+    assert report.size_bytes == target.stat().st_size
+    copy = connect_file(target)
+    try:
+        check_copy(copy)  # integrity_check and FTS5 integrity-check
+        loaded = [
+            int(n)
+            for (n,) in copy.execute(
+                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
+            )
+        ]
+        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
+        assert sorted(loaded) == list(range(len(loaded)))
+        assert started_after < len(loaded) <= writes
+        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
+        orphans = copy.execute(
+            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
+            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
+        ).fetchone()[0]
+        assert orphans == 0
+        unindexed = copy.execute(
+            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
+            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
+        ).fetchone()[0]
+        assert unindexed == 0
+    finally:
+        copy.close()
+
+
+def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    target.write_text("precious")
+    with pytest.raises(Conflict, match="--force"):
+        backup_database(rt.engine, target)
+    assert target.read_text() == "precious"
+    report = backup_database(rt.engine, target, force=True)
+    assert report.facts == 7 and target.stat().st_size > 0
+    with pytest.raises(InvalidInput, match="live memory"):
+        backup_database(rt.engine, rt.settings.database_path, force=True)

@@ -1,0 +1,50 @@
+"""The use-case layer itself: readiness, gauges, and the model the memory names."""
+
+from __future__ import annotations
+
+from app.db import migrate
+from app.db.engine import write_transaction
+from app.embeddings.fake import FakeEmbedder
+from app.runtime import Runtime
+from app.usecases.memory import Check, Memory, ModelState, NewFact, Readiness
+from tests.conftest import TEST_WIDTH, TINY
+
+
+def test_readiness_names_the_model_and_counts_what_waits_for_it(rt: Runtime) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    memory = Memory(rt)
+    memory.store("default", NewFact("/r", "embedded at once"))
+    head = migrate.head_revision()
+    assert memory.readiness().index == Check(False, "the vector index is not loaded (see the log)")
+    rt.load_vector_index()  # what the app's lifespan does before it takes a request
+    assert memory.readiness() == Readiness(
+        Check(True),
+        Check(True, f"at head {head}"),
+        ModelState(True, rt.embedder.name, None),
+        Check(True, "1 vectors in memory"),
+        pending_embeddings=7,  # the /memory facts the migration wrote; ours has its vector
+    )
+
+
+def test_a_model_the_memory_names_but_cannot_load_is_a_reason_not_a_failure(
+    rt: Runtime,
+) -> None:
+    # Another process switched the memory to a model whose files are not here.
+    with write_transaction(rt.engine) as conn:
+        migrate.record_model(conn, TINY)
+    memory = Memory(rt)
+    model = memory.readiness().model
+    assert (model.loaded, model.name) == (False, TINY)
+    assert model.reason is not None and model.reason.startswith("unknown embedding model")
+    # Stores go on, and the fact waits for a model.
+    assert memory.store("default", NewFact("/r", "still stored")).embedded is False
+
+
+def test_gauges_count_every_fact_whoever_may_read_it(rt: Runtime) -> None:
+    memory = Memory(rt)
+    memory.store("default", NewFact("/g", "one"))
+    gone = memory.store("default", NewFact("/g", "two"))
+    memory.delete("default", gone.id)
+    gauges = memory.gauges()
+    assert (gauges.facts, gauges.deleted, gauges.pending_embeddings) == (9, 1, 8)
+    assert gauges.model_loaded is False and gauges.model_load_seconds is None
