@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -211,12 +211,7 @@ def serve_command(
     check_port_free(bind_host, bind_port)
     with memory(load_model=True, download=config.embedding.download) as mem:
         rt = mem.runtime
-        if rt.embedder is None and config.embedding.model != "none":
-            typer.echo(
-                f"no embedding model ({rt.model_problem}); serving keyword search, facts "
-                f"wait for a model. {offline_hint()}",
-                err=True,
-            )
+        warn_without_model(mem)
         verifier = TokenVerifier(config)
         uvicorn.run(
             create_app(config, runtime=rt, verifier=verifier),
@@ -228,6 +223,35 @@ def serve_command(
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
         )
+
+
+def warn_without_model(mem: Memory) -> None:
+    """Say once, on stderr, why a server has no model and the command that gives it one."""
+    rt = mem.runtime
+    if rt.embedder is None and rt.settings.embedding.model != "none":
+        typer.echo(
+            f"no embedding model ({rt.model_problem}); serving keyword search, facts "
+            f"wait for a model. {offline_hint()}",
+            err=True,
+        )
+
+
+@app.command("mcp")
+def mcp_command() -> None:
+    """Serve the memory to a local agent over MCP on stdin/stdout, acting as `default`."""
+    import anyio
+
+    from app.api.observability import configure_logging
+    from app.mcp.stdio import serve_stdio
+
+    config = settings()
+    configure_logging(config.server.log_format, config.server.log_level)  # to stderr
+    with ExitStack() as stack:
+        # stdout is the protocol channel: whatever opening the memory prints goes to stderr.
+        with redirect_stdout(sys.stderr):
+            mem = stack.enter_context(memory(load_model=True))
+        warn_without_model(mem)
+        anyio.run(serve_stdio, mem)
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -7,6 +7,7 @@ user: they never hold SQL, a stack trace or a server file path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -85,3 +86,33 @@ class Unavailable(EmbornalError):
     status = 503
     type = "/problems/unavailable"
     title = "Service unavailable"
+
+
+# A validation message quotes the limits of a field, never the value sent; this bounds
+# anything else pydantic might one day put in it.
+MAX_MESSAGE_CHARS = 300
+
+
+def field_name(loc: Sequence[str | int]) -> str:
+    """Where a field error points, after the request part it came from:
+    ['body', 'facts', 3, 'content'] -> 'facts[3].content'; ['query', 'limit'] -> 'limit'."""
+    name = ""
+    for part in loc[1:] if len(loc) > 1 else loc:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else part)
+    return name or "body"
+
+
+def invalid_detail(errors: Sequence[Mapping[str, Any]]) -> str:
+    """The one-line detail of a request whose fields failed validation, for every front end.
+
+    Each field with what is wanted of it ("limit: Input should be less than or equal to
+    100"): a client that reads only `detail` (a model reading a tool error) learns the
+    bound, not just the field.
+    """
+    wanted: dict[str, str] = {}
+    for e in errors:
+        wanted.setdefault(field_name(e["loc"]), str(e["msg"])[:MAX_MESSAGE_CHARS])
+    fields = sorted(wanted)
+    shown = "; ".join(f"{name}: {wanted[name]}" for name in fields[:5])
+    shown += "; ..." if len(fields) > 5 else ""
+    return f"Invalid value for {shown}." if shown else "The request is not valid."

@@ -26,6 +26,8 @@ from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMid
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
+from app.mcp.http import JwtVerifier, McpEndpoint, token_subject
+from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
 from app.usecases.memory import Memory
@@ -63,7 +65,8 @@ def create_app(
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
             worker = app.state.embed_worker = memory.start_embedding_worker()
-            yield
+            async with mcp_endpoint.running():
+                yield
         finally:
             if worker is not None:
                 worker.stop()
@@ -89,8 +92,26 @@ def create_app(
     for module in (facts, search, paths, policies, meta, health):
         _summaries_from_docstrings(module.router)
         app.include_router(module.router)
+    mcp_endpoint = _mcp_endpoint(app, settings, registry)
+    app.router.routes.extend(mcp_endpoint.routes())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _mcp_endpoint(app: FastAPI, settings: Settings, registry: CollectorRegistry) -> McpEndpoint:
+    """MCP at /mcp: the same memory, verifier and subjects as the REST routes (app.state)."""
+
+    def memory() -> Memory:
+        found: Memory = app.state.memory
+        return found
+
+    def verify(token: str) -> str:
+        subject: str = app.state.verifier.verify(token)
+        return subject
+
+    server = build_server(memory, token_subject, metrics=ToolMetrics(registry))
+    verifier = JwtVerifier(verify, admit=lambda subject: memory().whoami(subject))
+    return McpEndpoint(server, verifier, issuer=settings.auth.issuer)
 
 
 def _summaries_from_docstrings(router: APIRouter) -> None:

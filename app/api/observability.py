@@ -139,7 +139,7 @@ class _RequestIdFilter(logging.Filter):
 
 
 class JsonFormatter(logging.Formatter):
-    FIELDS = ("method", "route", "status", "duration_ms")
+    FIELDS = ("method", "route", "status", "duration_ms", "tool", "outcome")
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from app.errors import (
+    MAX_MESSAGE_CHARS,
     Conflict,
     EmbornalError,
     Forbidden,
@@ -29,14 +30,12 @@ from app.errors import (
     Unauthorized,
     Unavailable,
     UnsupportedMediaType,
+    invalid_detail,
 )
 
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
-# A validation message quotes the limits of a field, never the value sent;
-# this bounds anything else pydantic might one day put in it.
-MAX_MESSAGE_CHARS = 300
 MAX_FIELD_ERRORS = 50
 
 # Framework errors (404, 405, 413 from the body limit, 422 from FastAPI) take the
@@ -153,24 +152,7 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     ]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
         return _invalid_json()
-    # Each field with what is wanted of it ("limit: Input should be less than or equal to
-    # 100"): a client that reads only `detail` learns the bound, not just the field.
-    wanted: dict[str, str] = {}
-    for e in errors:
-        wanted.setdefault(_field_name(e["loc"]), str(e["msg"])[:MAX_MESSAGE_CHARS])
-    fields = sorted(wanted)
-    shown = "; ".join(f"{name}: {wanted[name]}" for name in fields[:5])
-    shown += "; ..." if len(fields) > 5 else ""
-    detail = f"Invalid value for {shown}." if shown else "The request is not valid."
-    return problem_response(422, detail, errors=errors)
-
-
-def _field_name(loc: Sequence[str | int]) -> str:
-    """['body', 'facts', 3, 'content'] -> 'facts[3].content'; ['query', 'limit'] -> 'limit'."""
-    name = ""
-    for part in loc[1:] if len(loc) > 1 else loc:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else part)
-    return name or "body"
+    return problem_response(422, invalid_detail(errors), errors=errors)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

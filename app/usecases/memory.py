@@ -224,12 +224,21 @@ class Memory:
             return path_service.describe_path(conn, ctx, path)
 
     def browse(
-        self, subject: str, path: str, *, sort: ListSort = "created", limit: int = 50
+        self,
+        subject: str,
+        path: str,
+        *,
+        sort: ListSort = "created",
+        limit: int = 50,
+        cursor: str | None = None,
     ) -> Browse:
-        """A node with the facts that sit at it (not below), in one snapshot."""
+        """A node with the facts that sit at it (not below), in one snapshot; `cursor`
+        (a previous page's `next_cursor`) pages through those facts."""
         with self.transaction(subject) as (conn, ctx):
             node = path_service.describe_path(conn, ctx, path)
-            page = fact_service.list_facts(conn, ctx, at=node.path, sort=sort, limit=limit)
+            page = fact_service.list_facts(
+                conn, ctx, at=node.path, sort=sort, limit=limit, cursor=cursor
+            )
         return Browse(
             **{f.name: getattr(node, f.name) for f in fields(Node)},
             facts=page.facts,

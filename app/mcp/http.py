@@ -1,0 +1,189 @@
+"""MCP over streamable HTTP at /mcp of the service, behind the same bearer tokens.
+
+From the SDK: the streamable HTTP transport (stateless, JSON responses: any
+replica can answer any request, so it works behind a load balancer), its bearer
+backend and auth context (`BearerAuthBackend` over a `TokenVerifier`, so that
+`get_access_token()` names the caller in a handler). Our own: the verifier behind
+that protocol is app.auth.tokens.TokenVerifier, the one the REST API uses; and the
+401 and the RFC 9728 metadata are built per request from the URL the client used,
+because the service does not know its public URL (it may sit behind a proxy).
+
+The routes are plain Starlette routes, outside the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp.server import Server
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Receive, Scope, Send
+
+from app.auth.tokens import UNAUTHORIZED_MESSAGE
+from app.errors import Unauthorized
+
+MCP_PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+
+
+class JwtVerifier:
+    """The SDK's TokenVerifier protocol over our verifier: the same checks as REST.
+
+    A token must also name a subject the memory accepts (not a role's name): asked of
+    the use cases, as every REST call does, so the refusal is the same 401 at the door.
+    `verify` and `admit` block (a JWKS fetch, a read transaction): run in a thread.
+    """
+
+    def __init__(self, verify: Callable[[str], str], admit: Callable[[str], object]) -> None:
+        self._verify = verify
+        self._admit = admit
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        def check() -> str:
+            subject = self._verify(token)
+            self._admit(subject)
+            return subject
+
+        try:
+            subject = await anyio.to_thread.run_sync(check)
+        except Unauthorized:
+            return None  # the reason is in the verifier's log, as for REST
+        # Anything else (the database down) is the server's failure, answered as REST's 500.
+        return AccessToken(token=token, client_id=subject, scopes=[], subject=subject)
+
+
+def token_subject() -> str:
+    """The subject of the current MCP request's token; there is no anonymous caller."""
+    token = get_access_token()
+    if token is None or not token.subject:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return token.subject
+
+
+class _RequireBearer:
+    """401 problem with `WWW-Authenticate` (naming the resource metadata, as the MCP
+    authorization spec asks) for a request the bearer backend did not authenticate."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Any]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if isinstance(scope.get("user"), AuthenticatedUser):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        challenge = f'Bearer resource_metadata="{_base_url(request)}{METADATA_PATH}"'
+        if "authorization" in request.headers:
+            # RFC 6750: an error code only when a token was sent; which check failed stays unsaid.
+            challenge += ', error="invalid_token"'
+        # The problem REST gives for the same refusal (app.api.problems, a sibling front end).
+        problem = {
+            "type": Unauthorized.type,
+            "title": Unauthorized.title,
+            "status": 401,
+            "detail": UNAUTHORIZED_MESSAGE,
+        }
+        response = JSONResponse(
+            problem,
+            status_code=401,
+            headers={"WWW-Authenticate": challenge},
+            media_type="application/problem+json",
+        )
+        await response(scope, receive, send)
+
+
+def _base_url(request: Request) -> str:
+    # Scheme and host as the client addressed us (uvicorn applies X-Forwarded-* from
+    # trusted proxies), so the URLs we hand out are ones the client can reach.
+    return str(request.base_url).rstrip("/")
+
+
+def _issuer_url(issuer: str | None) -> str | None:
+    """auth.issuer as an authorization server, when it is one (an http(s) URL)."""
+    if not issuer:
+        return None
+    parts = urlsplit(issuer)
+    return issuer if parts.scheme in ("http", "https") and parts.netloc else None
+
+
+class _Route(Route):
+    """A route that names itself in the scope, as FastAPI's do, so the access log and the
+    request metrics show /mcp and not `unmatched`."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
+
+
+class McpEndpoint:
+    """The /mcp endpoint: bearer check, then the SDK's transport; started by the app's lifespan."""
+
+    def __init__(self, server: Server[Any], verifier: JwtVerifier, issuer: str | None) -> None:
+        self.server = server
+        self.issuer = _issuer_url(issuer)
+        self._manager: StreamableHTTPSessionManager | None = None
+
+        async def transport(scope: Scope, receive: Receive, send: Send) -> None:
+            if self._manager is None:
+                await Response("MCP is not running", status_code=503)(scope, receive, send)
+                return
+            await self._manager.handle_request(scope, receive, send)
+
+        self.asgi = AuthenticationMiddleware(
+            AuthContextMiddleware(_RequireBearer(transport)),
+            backend=BearerAuthBackend(verifier),
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the transport for the app's lifetime (a manager runs once: one per lifespan)."""
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            stateless=True,
+            json_response=True,
+            # The SDK's DNS-rebinding guard allows only localhost Host headers, which would
+            # refuse the service behind its real name. Every request needs a bearer token,
+            # which a rebinding web page cannot have, so the guard adds nothing here.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def metadata(self, request: Request) -> Response:
+        """RFC 9728 protected-resource metadata: what this resource is and who issues its tokens."""
+        document: dict[str, Any] = {
+            "resource": _base_url(request) + MCP_PATH,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "embornal",
+        }
+        if self.issuer:
+            document["authorization_servers"] = [self.issuer]
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            _Route(MCP_PATH, self.asgi, include_in_schema=False),
+            # The root form, and the path-suffixed one RFC 9728 section 3.1 derives from /mcp.
+            _Route(METADATA_PATH, self.metadata, methods=["GET"], include_in_schema=False),
+            _Route(
+                METADATA_PATH + MCP_PATH, self.metadata, methods=["GET"], include_in_schema=False
+            ),
+        ]

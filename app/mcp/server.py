@@ -1,0 +1,475 @@
+"""The MCP front end: the memory's verbs as tools, its tree as resources, and a prompt.
+
+One low-level `mcp` Server serves both transports (streamable HTTP in app.mcp.http,
+stdio in app.mcp.stdio). Every tool is one call on app.usecases.memory.Memory, run
+in a worker thread (SQLite and the model block), as the subject the transport
+names: the token's `sub` over HTTP, `default` over stdio. Checks, limits and
+access rules all live behind that call; this module only shapes input and output.
+
+The low-level Server rather than MCPServer: MCPServer neither refuses unknown
+arguments nor lets an error reach the model as just its message (it prefixes
+"Error executing tool ..." and drops the text of errors it did not expect). Here a
+refused call is a tool error (isError) whose text is the one-line `detail` the
+HTTP API's problem would carry; nothing else of an error leaves the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import BaseModel, ValidationError
+
+from app import __version__
+from app.errors import EmbornalError, InvalidInput, Unavailable, invalid_detail
+from app.mcp import schemas as s
+from app.schemas.facts import Fact, FactList, FactsOut
+from app.schemas.meta import WhoAmI
+from app.schemas.paths import PathOut, PathWithFacts
+from app.schemas.search import SearchOut
+from app.usecases.memory import Memory, NewFact, SearchRequest
+
+log = logging.getLogger("embornal.mcp")
+
+# Told to every client at connection (initialize instructions) and as the prompt below.
+GUIDE = """\
+This is your long-term memory: a tree of small facts that outlives this conversation.
+
+- Search before you store (search_facts): the fact may already be there.
+- Store one small, self-contained statement per fact (store_fact), under a topical
+  path such as /projects/<name>/decisions or /people/<name>. Browse the tree
+  (browse_path) to find the path a topic already has rather than inventing a new one.
+- Never store the same thing twice. To correct or update a fact, store the new
+  version with supersedes_id set to the old fact's id: searches then find only the
+  new one, and fact_history keeps what was believed before.
+- Delete (delete_fact) only what is wrong and has no replacement.
+- Reading a fact by id or through search is a recall: it keeps useful facts strong.
+  Pass peek=true to look without counting one.
+- The facts under /memory explain this memory (resource embornal://memory).
+"""
+
+MEMORY_URI = "embornal://memory"
+PATH_URI = "embornal://path/"
+INTERNAL_DETAIL = "The server failed to handle the request."
+
+# What a tool gets: the memory, the subject, the checked arguments.
+Handler = Callable[[Memory, str, Any], Any]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input: type[s.ToolInput]
+    output: type[BaseModel]
+    run: Handler
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    def describe(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=self.input.model_json_schema(),
+            output_schema=self.output.model_json_schema(),
+            annotations=types.ToolAnnotations(
+                title=self.title,
+                read_only_hint=self.read_only,
+                destructive_hint=self.destructive,
+                idempotent_hint=self.idempotent,
+                # The memory is a closed world: a tool touches nothing outside it.
+                open_world_hint=False,
+            ),
+        )
+
+
+def _store(memory: Memory, subject: str, a: s.StoreFactIn) -> Any:
+    return memory.store(subject, NewFact(a.path, a.content, a.tags, a.supersedes_id))
+
+
+def _search(memory: Memory, subject: str, a: s.SearchIn) -> Any:
+    tags = tuple(f"{key}={value}" for key, value in a.tags.items())
+    request = SearchRequest(
+        q=a.query,
+        mode=a.mode,
+        under=a.under,
+        tags=tags,
+        min_strength=a.min_strength,
+        limit=a.limit,
+        peek=a.peek,
+    )
+    return memory.search(subject, request)
+
+
+def _get(memory: Memory, subject: str, a: s.GetFactIn) -> Any:
+    return memory.get(subject, a.fact_id, peek=a.peek, include_deleted=a.include_deleted)
+
+
+def _history(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
+    return {"facts": memory.history(subject, a.fact_id)}
+
+
+def _delete(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
+    memory.delete(subject, a.fact_id)
+    return {"deleted_id": a.fact_id}
+
+
+def _browse(memory: Memory, subject: str, a: s.BrowseIn) -> Any:
+    return memory.browse(subject, a.path, sort=a.sort, limit=a.limit, cursor=a.cursor)
+
+
+def _list(memory: Memory, subject: str, a: s.ListIn) -> Any:
+    tags = [f"{key}={value}" for key, value in a.tags.items()]
+    return memory.list_facts(
+        subject, under=a.under, tags=tags, sort=a.sort, limit=a.limit, cursor=a.cursor
+    )
+
+
+def _tag(memory: Memory, subject: str, a: s.TagPathIn) -> Any:
+    return memory.tag_path(subject, a.path, set_tags=a.set, remove=a.remove)
+
+
+def _whoami(memory: Memory, subject: str, _a: s.NoInput) -> Any:
+    return memory.whoami(subject)
+
+
+TOOLS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            "store_fact",
+            "Store a fact",
+            "Store one small fact under a topical path. To correct or update a fact you "
+            "stored before, pass its id as supersedes_id: that is how you fix your memory "
+            "without duplicating it. Search first, so you do not store what is already there.",
+            s.StoreFactIn,
+            Fact,
+            _store,
+        ),
+        ToolSpec(
+            "search_facts",
+            "Search facts",
+            "Find facts by keyword, by meaning, or both, best first, each with its score and "
+            "strength. Superseded and deleted facts are left out. Each result counts as a "
+            "recall unless peek is true.",
+            s.SearchIn,
+            SearchOut,
+            _search,
+        ),
+        ToolSpec(
+            "get_fact",
+            "Read a fact",
+            "Read one fact by id, with its tags, links and strength. Counts as a recall "
+            "(which keeps the fact strong) unless peek is true.",
+            s.GetFactIn,
+            Fact,
+            _get,
+        ),
+        ToolSpec(
+            "fact_history",
+            "History of a fact",
+            "The chain of versions a fact belongs to (each superseding the one before), "
+            "oldest first: what the memory believed, and when it changed.",
+            s.FactIdIn,
+            FactsOut,
+            _history,
+            read_only=True,
+        ),
+        ToolSpec(
+            "delete_fact",
+            "Delete a fact",
+            "Delete a fact that is wrong and has no replacement; it drops out of searches "
+            "and listings (history keeps it). To correct a fact, store its new version with "
+            "supersedes_id instead.",
+            s.FactIdIn,
+            s.DeletedOut,
+            _delete,
+            destructive=True,
+        ),
+        ToolSpec(
+            "browse_path",
+            "Browse a path",
+            "Look at one node of the tree: its tags, its child paths with how many facts "
+            "each holds, and the facts stored at the node itself. Start at / to see the "
+            "topics there are. Browsing is not a recall.",
+            s.BrowseIn,
+            PathWithFacts,
+            _browse,
+            read_only=True,
+        ),
+        ToolSpec(
+            "list_facts",
+            "List facts",
+            "List the current facts of a subtree (the whole memory by default), newest "
+            "first or strongest first, a page at a time: what you know about a topic "
+            "without a query. Listing is not a recall.",
+            s.ListIn,
+            FactList,
+            _list,
+            read_only=True,
+        ),
+        ToolSpec(
+            "tag_path",
+            "Tag a path",
+            "Set or remove tags on a node; every fact below inherits them (the nearest tag "
+            "wins). Tags such as visibility=public decide who else may read those facts.",
+            s.TagPathIn,
+            PathOut,
+            _tag,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "whoami",
+            "Who am I",
+            "The subject this memory knows you as, your roles, and the access rules that "
+            "apply to you.",
+            s.NoInput,
+            WhoAmI,
+            _whoami,
+            read_only=True,
+        ),
+    )
+}
+
+
+def serialize(model: type[BaseModel], data: Any) -> dict[str, Any]:
+    """A use case's result as JSON, shaped (and checked) by the tool's output model:
+    the one place results are converted, as FastAPI's response_model does for HTTP."""
+    return model.model_validate(data, from_attributes=True).model_dump(mode="json")
+
+
+class ToolMetrics:
+    """Tool calls by tool and outcome, and their duration, in the app's registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        registry = registry or CollectorRegistry()
+        self.calls = Counter(
+            "embornal_mcp_tool_calls",
+            "MCP tool calls by tool and outcome (ok, error)",
+            ["tool", "outcome"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "embornal_mcp_tool_duration_seconds",
+            "MCP tool call latency by tool",
+            ["tool"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=registry,
+        )
+
+
+def arguments_of(spec: ToolSpec, raw: Mapping[str, Any]) -> s.ToolInput:
+    """The call's arguments checked against the tool's input model, or InvalidInput with
+    the detail REST gives the same fault ("Invalid value for limit: ...")."""
+    try:
+        return spec.input.model_validate(raw)
+    except ValidationError as exc:
+        errors = [
+            {"loc": ["arguments", *e["loc"]], "msg": e["msg"]}
+            for e in exc.errors(include_input=False, include_url=False)
+        ]
+        raise InvalidInput(invalid_detail(errors), errors=errors) from None
+
+
+def error_text(exc: Exception) -> str:
+    """The one line a refused call gives: the HTTP problem's `detail`, never internals."""
+    if isinstance(exc, EmbornalError) and (exc.status < 500 or isinstance(exc, Unavailable)):
+        return exc.detail
+    return INTERNAL_DETAIL
+
+
+def build_server(
+    get_memory: Callable[[], Memory],
+    subject: Callable[[], str],
+    *,
+    metrics: ToolMetrics | None = None,
+) -> Server[Any]:
+    """The MCP server over a memory; `subject()` names the caller of the current request
+    (it raises when there is none, so a request can never run as someone else)."""
+    metrics = metrics or ToolMetrics()
+
+    async def list_tools(
+        _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[spec.describe() for spec in TOOLS.values()])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = TOOLS.get(params.name)
+        if spec is None:
+            # A protocol error, as the MCP spec has it: no tool ran.
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}")
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            arguments = arguments_of(spec, params.arguments or {})
+            who = subject()
+            memory = get_memory()
+            # One worker thread runs the whole use case, transaction included (app.api.deps).
+            result = await anyio.to_thread.run_sync(lambda: spec.run(memory, who, arguments))
+            data = serialize(spec.output, result)
+            outcome = "ok"
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+                structured_content=data,
+            )
+        except Exception as exc:
+            # As the REST handlers do: the log gets what went wrong, the caller one line.
+            if not isinstance(exc, EmbornalError):
+                log.error("mcp tool %s failed", spec.name, exc_info=exc)
+            elif exc.status >= 500:
+                log.error("mcp tool %s failed: %s: %s", spec.name, type(exc).__name__, exc.detail)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=error_text(exc))], is_error=True
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.calls.labels(spec.name, outcome).inc()
+            metrics.latency.labels(spec.name).observe(elapsed)
+            # The tool and how it went; never its arguments (content, queries) or the token.
+            # Over HTTP the line carries the request's id (the logging filter reads it); the
+            # JSON-RPC id names the call over stdio too, where there is no HTTP request.
+            log.info(
+                "mcp tool %s %s %.1fms (call %s)",
+                spec.name,
+                outcome,
+                elapsed * 1000,
+                ctx.request_id,
+                extra={
+                    "tool": spec.name,
+                    "outcome": outcome,
+                    "duration_ms": round(elapsed * 1000, 2),
+                },
+            )
+
+    async def list_resources(
+        _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        who = subject()
+        memory = get_memory()
+        root = await anyio.to_thread.run_sync(lambda: memory.describe_path(who, "/"))
+        resources = [
+            types.Resource(
+                uri=MEMORY_URI,
+                name="memory-guide",
+                title="How this memory works",
+                description="The facts under /memory: how to use this memory. Read it first.",
+                mime_type="text/markdown",
+            ),
+            _path_resource("/"),
+        ]
+        children = serialize(PathOut, root)["children"]
+        resources += [_path_resource(child["path"]) for child in children]
+        return types.ListResourcesResult(resources=resources)
+
+    async def list_templates(
+        _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            uri_template=PATH_URI + "{+path}",
+            name="path",
+            title="A path of the memory",
+            description=(
+                "One node of the tree (e.g. embornal://path/projects/embornal): its tags, "
+                "children and the facts stored at it, as JSON. Reading is not a recall."
+            ),
+            mime_type="application/json",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        _ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        who = subject()
+        memory = get_memory()
+        try:
+            if uri == MEMORY_URI:
+                listing = await anyio.to_thread.run_sync(
+                    lambda: memory.list_facts(who, under="/memory", limit=100)
+                )
+                text = _guide_markdown(serialize(FactList, listing)["facts"])
+                mime = "text/markdown"
+            elif uri.startswith(PATH_URI):
+                path = "/" + unquote(uri.removeprefix(PATH_URI)).lstrip("/")
+                node = await anyio.to_thread.run_sync(lambda: memory.browse(who, path))
+                text = json.dumps(serialize(PathWithFacts, node), ensure_ascii=False)
+                mime = "application/json"
+            else:
+                raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource: {uri}")
+        except EmbornalError as exc:
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=error_text(exc), data={"uri": uri}
+            ) from None
+        contents: list[types.TextResourceContents | types.BlobResourceContents] = [
+            types.TextResourceContents(uri=uri, text=text, mime_type=mime)
+        ]
+        return types.ReadResourceResult(contents=contents)
+
+    async def list_prompts(
+        _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[_PROMPT])
+
+    async def get_prompt(
+        _ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if params.name != _PROMPT.name:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {params.name!r}")
+        text = types.TextContent(type="text", text=GUIDE)
+        message = types.PromptMessage(role="user", content=text)
+        return types.GetPromptResult(description=_PROMPT.description, messages=[message])
+
+    return Server(
+        "embornal",
+        version=__version__,
+        title="embornal memory",
+        instructions=GUIDE,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+_PROMPT = types.Prompt(
+    name="use_memory",
+    title="Use your memory",
+    description="How to keep a long-term memory of small facts with these tools",
+)
+
+
+def _path_resource(path: str) -> types.Resource:
+    return types.Resource(
+        uri=PATH_URI + path.lstrip("/"),
+        name=f"path:{path}",
+        title=path,
+        description=f"The node {path}: tags, children and facts",
+        mime_type="application/json",
+    )
+
+
+def _guide_markdown(facts: list[Mapping[str, Any]]) -> str:
+    if not facts:
+        return "# This memory\n\nNo facts under /memory are visible to you.\n"
+    lines = ["# This memory", ""]
+    lines += [f"- {fact['content']} (#{fact['id']}, {fact['path']})" for fact in facts]
+    return "\n".join(lines) + "\n"

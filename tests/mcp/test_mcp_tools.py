@@ -1,0 +1,318 @@
+"""The MCP tools as an agent meets them: described, checked like REST, counted, logged."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from mcp.shared.exceptions import MCPError
+
+from app.api.observability import _RequestIdFilter
+from app.main import create_app
+from app.mcp.server import GUIDE
+from tests.conftest import FakeClock, make_settings
+from tests.mcp.conftest import Mcp, ok, refused
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {
+    "store_fact",
+    "search_facts",
+    "get_fact",
+    "fact_history",
+    "delete_fact",
+    "browse_path",
+    "list_facts",
+    "tag_path",
+    "whoami",
+}
+
+
+async def test_tools_are_described_with_schemas(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert client.instructions == GUIDE
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.input_schema["type"] == "object"
+        # Unknown arguments are refused, and the schema says so to the client.
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+    assert "supersedes_id" in tools["store_fact"].description
+    assert tools["store_fact"].input_schema["required"] == ["path", "content"]
+    assert tools["delete_fact"].annotations.destructive_hint is True
+    assert tools["browse_path"].annotations.read_only_hint is True
+    # A search counts recalls unless it peeks: not a read-only tool.
+    assert tools["search_facts"].annotations.read_only_hint is False
+
+
+async def test_recall_unless_peek(mcp: Mcp, clock: FakeClock) -> None:
+    async with mcp.connect("default") as client:
+        fact = await ok(client, "store_fact", path="/notes", content="the kettle is blue")
+        clock.advance(days=3)
+        peeked = await ok(client, "get_fact", fact_id=fact["id"], peek=True)
+        assert peeked["recall_count"] == 0 and peeked["strength"] < 0.1
+        recalled = await ok(client, "get_fact", fact_id=fact["id"])
+        assert recalled["recall_count"] == 1 and recalled["stability_days"] > 1
+        await ok(client, "search_facts", query="kettle", mode="keyword", peek=True)
+        found = await ok(client, "search_facts", query="kettle", mode="keyword")
+        assert found["results"][0]["fact"]["recall_count"] == 2
+
+
+BAD = [
+    # (what, tool, arguments, the REST request saying the same)
+    (
+        "bad path",
+        "store_fact",
+        {"path": "/Projects/a b", "content": "x"},
+        ("POST", "/v1/facts", {"json": {"path": "/Projects/a b", "content": "x"}}),
+    ),
+    (
+        "owner tag",
+        "store_fact",
+        {"path": "/a", "content": "x", "tags": {"owner": "mallory"}},
+        ("POST", "/v1/facts", {"json": {"path": "/a", "content": "x", "tags": {"owner": "m"}}}),
+    ),
+    (
+        "over-long content",
+        "store_fact",
+        {"path": "/a", "content": "x" * 4001},
+        ("POST", "/v1/facts", {"json": {"path": "/a", "content": "x" * 4001}}),
+    ),
+    (
+        "blank content",
+        "store_fact",
+        {"path": "/a", "content": "   "},
+        ("POST", "/v1/facts", {"json": {"path": "/a", "content": "   "}}),
+    ),
+    (
+        "unknown field",
+        "store_fact",
+        {"path": "/a", "content": "x", "owner": "mallory"},
+        ("POST", "/v1/facts", {"json": {"path": "/a", "content": "x", "owner": "mallory"}}),
+    ),
+    (
+        "missing field",
+        "store_fact",
+        {"path": "/a"},
+        ("POST", "/v1/facts", {"json": {"path": "/a"}}),
+    ),
+    (
+        "superseding nothing",
+        "store_fact",
+        {"path": "/a", "content": "x", "supersedes_id": 999},
+        ("POST", "/v1/facts", {"json": {"path": "/a", "content": "x", "supersedes_id": 999}}),
+    ),
+    (
+        "limit over 100",
+        "search_facts",
+        {"query": "x", "limit": 101},
+        ("GET", "/v1/search", {"params": {"q": "x", "limit": 101}}),
+    ),
+    (
+        "unknown search field",
+        "search_facts",
+        {"query": "x", "q": "x"},
+        ("POST", "/v1/search", {"json": {"q": "x", "query": "x"}}),
+    ),
+    (
+        "bad tag on a path",
+        "tag_path",
+        {"path": "/a", "set": {"bad key": "v"}},
+        ("PUT", "/v1/paths/a/tags", {"json": {"bad key": "v"}}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "tool", "arguments", "rest"), BAD, ids=[b[0] for b in BAD])
+async def test_bad_input_is_a_tool_error_that_writes_nothing(
+    mcp: Mcp, fact_count, what: str, tool: str, arguments: dict[str, Any], rest: tuple
+) -> None:
+    async with mcp.connect("default") as client:
+        await ok(client, "store_fact", path="/a", content="already here")
+        before = fact_count()
+        text = await refused(client, tool, **arguments)
+        assert fact_count() == before
+    method, url, kwargs = rest
+    response = await mcp.rest("default", method, url, **kwargs)
+    assert response.status_code in (404, 422), response.text
+    detail = response.json()["detail"]
+    if detail.startswith("Invalid value for"):
+        # Argument validation: REST's detail, then what its `errors` list says, since a
+        # model reads only text. The names differ where the APIs do (`q` and `query`).
+        assert text.startswith("Invalid value for"), text
+        assert any(e["msg"] in text for e in response.json()["errors"]), (text, response.text)
+    else:
+        assert text == detail
+
+
+async def test_unknown_tool_is_a_protocol_error(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("drop_database", {})
+
+
+async def test_correcting_and_tagging(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        old = await ok(client, "store_fact", path="/home/wifi", content="the password is tea")
+        new = await ok(
+            client,
+            "store_fact",
+            path="/home/wifi",
+            content="the password is coffee",
+            supersedes_id=old["id"],
+        )
+        second = await refused(
+            client, "store_fact", path="/home/wifi", content="again", supersedes_id=old["id"]
+        )
+        assert "superseded" in second
+        node = await ok(client, "browse_path", path="/home/wifi")
+        assert [f["id"] for f in node["facts"]] == [new["id"]]
+        tagged = await ok(client, "tag_path", path="/home", set={"visibility": "public"})
+        assert tagged["tags"] == {"visibility": "public"}
+        fact = await ok(client, "get_fact", fact_id=new["id"], peek=True)
+        assert fact["effective_tags"]["visibility"] == "public"
+        untagged = await ok(client, "tag_path", path="/home", remove=["visibility"])
+        assert untagged["tags"] == {}
+
+
+async def test_browse_pages_through_a_node(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        ids = [
+            (await ok(client, "store_fact", path="/log", content=f"entry {i}"))["id"]
+            for i in range(5)
+        ]
+        seen: list[int] = []
+        page = await ok(client, "browse_path", path="/log", limit=2)
+        seen += [f["id"] for f in page["facts"]]
+        while page["next_cursor"]:
+            page = await ok(client, "browse_path", path="/log", limit=2, cursor=page["next_cursor"])
+            seen += [f["id"] for f in page["facts"]]
+        assert seen == ids[::-1]
+        assert page["fact_count"] == 5
+
+
+async def test_list_a_subtree_strongest_first(mcp: Mcp, clock: FakeClock) -> None:
+    async with mcp.connect("default") as client:
+        old = await ok(client, "store_fact", path="/garden/beds", content="beans by the wall")
+        clock.advance(days=2)
+        new = await ok(client, "store_fact", path="/garden", content="compost in the corner")
+        await ok(client, "store_fact", path="/kitchen", content="not in the garden")
+        newest = await ok(client, "list_facts", under="/garden")
+        assert [f["id"] for f in newest["facts"]] == [new["id"], old["id"]]
+        clock.advance(days=1)
+        await ok(client, "get_fact", fact_id=old["id"])  # a recall: now the stronger one
+        strongest = await ok(client, "list_facts", under="/garden", sort="strength")
+        assert [f["id"] for f in strongest["facts"]] == [old["id"], new["id"]]
+        # Listing is browsing: it counted no recall.
+        assert [f["recall_count"] for f in strongest["facts"]] == [1, 0]
+        page = await ok(client, "list_facts", under="/garden", limit=1)
+        assert page["next_cursor"] is not None
+        rest = await ok(client, "list_facts", under="/garden", cursor=page["next_cursor"])
+        assert [f["id"] for f in rest["facts"]] == [old["id"]]
+
+
+async def test_resources_and_prompt(mcp: Mcp) -> None:
+    async with mcp.connect("carol") as client:
+        listed = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert {"embornal://memory", "embornal://path/", "embornal://path/memory"} <= listed
+        (template,) = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template.startswith("embornal://path/")
+        guide = (await client.read_resource("embornal://memory")).contents[0]
+        # The seven public facts under /memory, for any subject.
+        assert guide.mime_type == "text/markdown"
+        assert guide.text.count("\n- ") == 7
+        node = (await client.read_resource("embornal://path/memory")).contents[0]
+        assert '"path": "/memory"' in node.text
+        with pytest.raises(MCPError):
+            await client.read_resource("embornal://path/nowhere")
+        prompt = await client.get_prompt("use_memory")
+        text = prompt.messages[0].content.text
+        assert "supersedes_id" in text and "Search before you store" in text
+
+
+async def test_calls_are_counted_and_logged_without_content(
+    mcp: Mcp, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.handler.addFilter(_RequestIdFilter())
+    with caplog.at_level(logging.INFO, logger="embornal"):
+        async with mcp.connect("default", **{"x-request-id": "agent-call-7"}) as client:
+            await ok(client, "store_fact", path="/diary", content="a private thought")
+            await ok(client, "search_facts", query="private thought")
+            await refused(client, "get_fact", fact_id=424242)
+    lines = [r for r in caplog.records if r.name == "embornal.mcp"]
+    assert [(r.tool, r.outcome) for r in lines] == [  # type: ignore[attr-defined]
+        ("store_fact", "ok"),
+        ("search_facts", "ok"),
+        ("get_fact", "error"),
+    ]
+    # Each line carries the id of the HTTP request that made the call.
+    assert {r.request_id for r in lines} == {"agent-call-7"}  # type: ignore[attr-defined]
+    assert "private thought" not in caplog.text
+    async with mcp.http(mcp.auth("default")) as http:
+        metrics = (await http.get("/metrics")).text
+    assert 'embornal_mcp_tool_calls_total{outcome="ok",tool="store_fact"} 1.0' in metrics
+    assert 'embornal_mcp_tool_calls_total{outcome="error",tool="get_fact"} 1.0' in metrics
+    assert 'embornal_http_requests_total{method="POST",route="/mcp",status="200"}' in metrics
+
+
+async def test_missing_and_bad_tokens_are_401_with_a_challenge(mcp: Mcp) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with mcp.http() as http:
+        missing = await http.post("/mcp", json=body)
+        bad = await http.post("/mcp", json=body, headers={"Authorization": "Bearer x.y.z"})
+        metadata = await http.get("/.well-known/oauth-protected-resource")
+    for response in (missing, bad):
+        assert response.status_code == 401
+        assert response.json()["detail"] == "invalid or missing bearer token"
+        challenge = response.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ")
+        assert 'resource_metadata="http://testserver/.well-known/oauth-protected-resource"' in (
+            challenge
+        )
+    assert "error=" not in missing.headers["www-authenticate"]
+    assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+    assert metadata.json()["resource"] == "http://testserver/mcp"
+    # No issuer configured: tokens come from `embornal token issue`, no authorization server.
+    assert "authorization_servers" not in metadata.json()
+
+
+async def test_metadata_names_the_configured_issuer(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    import shutil
+
+    import httpx2
+
+    shutil.copy(migrated_template, tmp_path / "memory.db")
+    settings = make_settings(tmp_path, auth={"issuer": "https://id.example.org/realms/home"})
+    app: FastAPI = create_app(settings)
+    async with httpx2.AsyncClient(
+        transport=httpx2.ASGITransport(app=app), base_url="https://memory.example.org"
+    ) as http:
+        for url in (
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+        ):
+            document = (await http.get(url)).json()
+            assert document["resource"] == "https://memory.example.org/mcp"
+            assert document["authorization_servers"] == ["https://id.example.org/realms/home"]
+
+
+async def test_an_unexpected_failure_says_nothing_of_itself(
+    mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(self: Any, subject: str, fact_id: int) -> None:
+        raise RuntimeError("no such table: /srv/secret/memory.db")
+
+    monkeypatch.setattr("app.usecases.memory.Memory.history", broken)
+    async with mcp.connect("default") as client:
+        with caplog.at_level(logging.ERROR, logger="embornal.mcp"):
+            text = await refused(client, "fact_history", fact_id=1)
+    assert text == "The server failed to handle the request."
+    # The operator's log has it, with its traceback; the caller has one generic line.
+    assert "no such table" in caplog.text and "Traceback" in caplog.text
