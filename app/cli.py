@@ -147,7 +147,7 @@ def paths_command(as_json: JsonOpt = False) -> None:
     dirs = state.dirs
     places = {
         "config": dirs.config_file,
-        "database": settings().database_path,
+        "database": settings().database_shown,
         "weights": dirs.weights_dir,
     }
     if as_json:
@@ -161,7 +161,7 @@ def paths_command(as_json: JsonOpt = False) -> None:
 def migrate_command() -> None:
     """Bring the schema of memory.db to head (serve does it too)."""
     with memory():
-        typer.echo(f"memory at {settings().database_path} is at the head revision")
+        typer.echo(f"memory at {settings().database_shown} is at the head revision")
 
 
 @app.command("serve")

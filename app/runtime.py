@@ -47,10 +47,14 @@ class Runtime:
 
 
 def open_engine(settings: Settings) -> Engine:
+    """The SQLite file by default; PostgreSQL when database.url is set."""
+    database = settings.database
     return make_engine(
-        settings.database_path,
-        busy_timeout_ms=settings.database.busy_timeout_ms,
-        cache_size_mb=settings.database.cache_size_mb,
+        database.sqlalchemy_url() or settings.database_path,
+        busy_timeout_ms=database.busy_timeout_ms,
+        cache_size_mb=database.cache_size_mb,
+        pool_size=database.pool_size,
+        statement_timeout_ms=database.statement_timeout_ms,
     )
 
 

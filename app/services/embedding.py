@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
 
+from app.db.dialects import backend
 from app.db.engine import read_transaction, write_transaction
 from app.db.tables import facts, meta, vector_log
 from app.embeddings.base import Embedder, ModelUnavailable
@@ -80,11 +81,7 @@ def pending_count(conn: Connection) -> int:
 def rebuild_vectors(conn: Connection, width: int) -> None:
     """Move the memory to a model of another width, on purpose: recreate facts_vec at
     `width`, record it in meta, and queue every fact for embedding again."""
-    conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
-    conn.exec_driver_sql(
-        f"CREATE VIRTUAL TABLE facts_vec USING vec0("
-        f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
-    )
+    backend(conn).vectors.recreate(conn, width)
     conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
     conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
     conn.execute(

@@ -23,7 +23,8 @@ from sqlalchemy.exc import IntegrityError
 
 from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
-from app.db.tables import effective_fact_tags, fact_tags, facts, facts_vec, paths
+from app.db.dialects import backend
+from app.db.tables import effective_fact_tags, fact_tags, facts, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.services import paths as path_service
 from app.services.context import Context
@@ -342,10 +343,9 @@ def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
 
 
 def write_vector(conn: Connection, fact_id: int, vector: bytes) -> None:
-    """Fill the embedding column and the vec0 row, in the caller's transaction."""
+    """Fill the embedding column and the vector index, in the caller's transaction."""
     conn.execute(update(facts).where(facts.c.id == fact_id).values(embedding=vector))
-    conn.execute(facts_vec.delete().where(facts_vec.c.fact_id == fact_id))
-    conn.execute(facts_vec.insert().values(fact_id=fact_id, embedding=vector))
+    backend(conn).vectors.write(conn, fact_id, vector)
 
 
 def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:

@@ -9,7 +9,6 @@ visible fact when the filters are very selective.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -17,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from sqlalchemy import Connection, func, literal_column, select, text
+from sqlalchemy import Connection, func, select
 
-from app.db.tables import facts, facts_fts
+from app.db.dialects import backend
+from app.db.tables import facts
 from app.embeddings.base import Embedder
 from app.errors import InvalidInput, Unavailable
 from app.services import facts as fact_service
@@ -121,41 +121,25 @@ def _visible_among(
     conn: Connection, filters: list[Any], ids: Sequence[int], columns: Sequence[Any]
 ) -> list[Any]:
     """The rows of `ids` that pass the filters (ACL included), in no particular order."""
-    id_list = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
-    return list(
-        conn.execute(
-            select(facts.c.id, *columns).where(facts.c.id.in_(id_list.scalar_subquery()), *filters)
-        ).all()
-    )
+    among = backend(conn).ids_in(facts.c.id, ids)
+    return list(conn.execute(select(facts.c.id, *columns).where(among, *filters)).all())
 
 
 def _fts_ranked(
-    conn: Connection, filters: list[Any], match: str, want: int
+    conn: Connection, filters: list[Any], chunks: list[str], want: int, *, any_word: bool = False
 ) -> list[tuple[int, float]]:
-    """Best bm25 first among visible facts: rank in FTS5 alone (fast, in C), then keep the
-    visible candidates; widen until `want` are found or the matches run out."""
+    """Best bm25 first among visible facts: rank in the keyword index alone (fast), then
+    keep the visible candidates; widen until `want` are found or the matches run out."""
+    keywords = backend(conn).keywords
     fetch = max(4 * want, 40)
     while True:
-        candidates = conn.execute(
-            select(facts_fts.c.rowid, func.bm25(literal_column("facts_fts")))
-            .where(literal_column("facts_fts").op("MATCH")(match))
-            .order_by(literal_column("rank"))
-            .limit(fetch)
-        ).all()
+        candidates = keywords.ranked(conn, chunks, any_word=any_word, limit=fetch)
         keep = {row.id for row in _visible_among(conn, filters, [c[0] for c in candidates], [])}
         ranked = [(int(fid), float(bm25)) for fid, bm25 in candidates if fid in keep]
         if len(ranked) >= want or len(candidates) < fetch:
             ranked.sort(key=lambda pair: (pair[1], pair[0]))
             return ranked[:want]
         fetch *= 4
-
-
-def _document_frequency(conn: Connection, chunk: str) -> int:
-    return conn.execute(
-        select(func.count())
-        .select_from(facts_fts)
-        .where(literal_column("facts_fts").op("MATCH")(chunk))
-    ).scalar_one()
 
 
 def keyword_ranking(
@@ -174,20 +158,20 @@ def keyword_ranking(
     # Function words are in most facts: requiring them filters almost nothing and
     # makes FTS5 walk their very long doclists. A query of only such words keeps them.
     strict = [c for c in chunks if c[1:-1].lower() not in STOPWORDS] or chunks
-    ranked = _fts_ranked(conn, filters, " ".join(strict), want)
+    ranked = _fts_ranked(conn, filters, strict, want)
     if ranked or len(chunks) == 1:
         return ranked
     # No visible fact holds every word: fall back to any of the selective ones.
     # (max(id) stands in for the number of facts: exact enough for a share, and free.)
     total = conn.execute(select(func.max(facts.c.id))).scalar() or 0
-    frequency = {c: _document_frequency(conn, c) for c in chunks}
+    frequency = {c: backend(conn).keywords.document_frequency(conn, c) for c in chunks}
     selective = [c for c in chunks if 0 < frequency[c] <= max(RELAX_MAX_SHARE * total, 50)]
     if not selective:
         return ranked
     # The rarest words carry most of bm25's signal; a long question's other words
     # would only make FTS5 score thousands more facts.
     rarest = sorted(selective, key=lambda c: (frequency[c], c))[:RELAX_MAX_WORDS]
-    return _fts_ranked(conn, filters, " OR ".join(rarest), want)
+    return _fts_ranked(conn, filters, rarest, want, any_word=True)
 
 
 def _exact(
@@ -310,7 +294,11 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
         return Ranking(query.mode, order, scores, query.sort)
     assert query.vector is not None
     depth = limit if query.mode == "semantic" else max(2 * limit, 50)
-    semantic = semantic_ranking(conn, filters, index, query.vector, depth)
+    vectors = backend(conn).vectors
+    if vectors.in_database:
+        semantic = vectors.nearest(conn, filters, query.vector, depth)
+    else:
+        semantic = semantic_ranking(conn, filters, index, query.vector, depth)
     for fid, distance in semantic:
         scores.setdefault(fid, {})["cosine"] = 1.0 - distance
     if query.mode == "semantic":

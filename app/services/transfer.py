@@ -71,6 +71,7 @@ from sqlalchemy import (
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.auth.subjects import SUBJECT_RE
 from app.db import migrate
+from app.db.dialects import backend
 from app.db.tables import (
     casbin_rule,
     fact_tags,
@@ -497,6 +498,8 @@ def import_memory(conn: Connection, ctx: Context, data: ExportFile) -> ImportRep
     paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
     _import_paths(conn, data.paths, now, report)
     _import_facts(conn, data, restore, report)
+    if restore:
+        backend(conn).after_explicit_ids(conn, facts)  # a restore kept the file's ids
     report.paths_added = (
         conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
     )

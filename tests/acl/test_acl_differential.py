@@ -16,7 +16,6 @@ import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -163,9 +162,20 @@ def worlds(draw: st.DrawFn) -> World:
 
 
 @pytest.fixture(scope="module")
-def engine(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+def engine(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """One memory per backend: the fragment must mean the same in either SQL."""
+    if backend == "postgresql":
+        server = request.getfixturevalue("postgres")
+        url = server.new_database()
+        eng = make_engine(url)
+        yield eng
+        eng.dispose()
+        server.drop_database(url)
+        return
     path = tmp_path_factory.mktemp("acl-diff") / "memory.db"
-    shutil.copy(migrated_template, path)
+    shutil.copy(request.getfixturevalue("migrated_template"), path)
     eng = make_engine(path)
     yield eng
     eng.dispose()

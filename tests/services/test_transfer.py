@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import shutil
 import stat
 import threading
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from app.db.dialects import backend
 from app.db.tables import facts, facts_vec
 from app.errors import Conflict, Forbidden, InvalidInput
 from app.runtime import Runtime, open_runtime
@@ -25,7 +25,7 @@ from app.services import policies as policy_service
 from app.services import transfer
 from app.services.facts import NewFact
 from app.usecases.memory import Memory
-from tests.conftest import TEST_WIDTH, FakeClock, make_settings
+from tests.conftest import TEST_WIDTH, FakeClock
 
 
 def vector(seed: int) -> bytes:
@@ -53,12 +53,9 @@ def count_facts(rt: Runtime) -> int:
 
 
 @pytest.fixture
-def other(tmp_path: Path, migrated_template: Path) -> Iterator[Runtime]:
-    """A second, fresh memory (only what the migration wrote)."""
-    home = tmp_path / "other"
-    home.mkdir()
-    shutil.copy(migrated_template, home / "memory.db")
-    runtime = open_runtime(make_settings(home))
+def other(tmp_path: Path, fresh_memory) -> Iterator[Runtime]:
+    """A second, fresh memory (only what the migration wrote), in the same backend."""
+    runtime = open_runtime(fresh_memory(tmp_path / "other"))
     yield runtime
     runtime.close()
 
@@ -128,9 +125,7 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
 
     # The restored memory works: keyword index, vectors, history, effective tags.
     with Memory(other).transaction() as (conn, ctx):
-        hits = conn.exec_driver_sql(
-            "SELECT rowid FROM facts_fts WHERE facts_fts MATCH 'grey'"
-        ).all()
+        hits = backend(conn).keywords.ranked(conn, ['"grey"'], any_word=False, limit=10)
         assert [h[0] for h in hits] == [by_content["the sky is grey"]["id"]]
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 2
         chain = fact_service.history(conn, ctx, by_content["the sky is blue"]["id"])
@@ -314,6 +309,14 @@ def test_only_an_admin_moves_the_whole_memory(rich: Runtime, actor) -> None:
 # --- backup ------------------------------------------------------------------
 
 
+@pytest.fixture
+def sqlite_file(backend: str) -> None:
+    """The online backup copies a SQLite file; PostgreSQL's backup is pg_dump's."""
+    if backend != "sqlite":
+        pytest.skip("a SQLite file's online backup")
+
+
+@pytest.mark.usefixtures("sqlite_file")
 def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
     writes, started_after = 300, 50
     me = actor()
@@ -372,6 +375,7 @@ def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) 
         copy.close()
 
 
+@pytest.mark.usefixtures("sqlite_file")
 def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
     target = tmp_path / "copy.db"
     target.write_text("precious")

@@ -1,0 +1,159 @@
+"""PostgreSQL's side of the seams: tsvector + GIN for keywords, pgvector HNSW for meaning.
+
+The schema these queries run on is made by the migrations (their PostgreSQL branch):
+facts.content_tsv, a stored generated tsvector with a GIN index, and facts_vec, a
+vector(width) column with an HNSW index for cosine distance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pgvector.sqlalchemy import VECTOR
+from sqlalchemy import BigInteger, Connection, Float, Table, any_, bindparam, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.db.tables import facts, facts_vec
+
+# The migration's text-search configuration: English stems, no stop words (see there).
+TS_CONFIG = "embornal"
+# Content and queries are split into runs of letters and digits before parsing, as
+# FTS5's unicode61 tokenizer splits them: "ABC-123" is the words abc and 123 on
+# both backends (PostgreSQL's own parser would make a signed number of "-123").
+WORDS_ONLY = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+# Each query asks HNSW for this many candidates at least (pgvector's ef_search).
+EF_SEARCH = 100
+# Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
+# the exact distances of the extra ones re-sort the page and raise recall.
+OVERFETCH = 2
+
+
+def _unquote(chunk: str) -> str:
+    """A chunk from fts_chunks is an FTS5 phrase: "text", inner quotes doubled."""
+    if len(chunk) >= 2 and chunk[0] == chunk[-1] == '"':
+        return chunk[1:-1].replace('""', '"')
+    return chunk
+
+
+class PostgresKeywords:
+    def _query(self, chunks: Sequence[str], any_word: bool) -> tuple[str, dict[str, str]]:
+        params = {f"c{i}": _unquote(chunk) for i, chunk in enumerate(chunks)}
+        phrases = [
+            f"phraseto_tsquery('{TS_CONFIG}', {WORDS_ONLY.format(':' + name)})" for name in params
+        ]
+        return (" || " if any_word else " && ").join(phrases), params
+
+    def ranked(
+        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
+    ) -> list[tuple[int, float]]:
+        if not chunks:
+            return []
+        query, params = self._query(chunks, any_word)
+        # ts_rank with normalization 1 (divided by 1 + log of the length) stands in for
+        # bm25's length normalisation; negated so that lower is better, as bm25 is.
+        rows = conn.execute(
+            text(
+                f"SELECT f.id, -ts_rank(f.content_tsv, q.q, 1) AS score "
+                f"FROM facts f, (SELECT {query} AS q) q "
+                f"WHERE f.content_tsv @@ q.q ORDER BY score, f.id LIMIT :limit"
+            ),
+            {**params, "limit": limit},
+        ).all()
+        return [(int(fid), float(score)) for fid, score in rows]
+
+    def document_frequency(self, conn: Connection, chunk: str) -> int:
+        query, params = self._query([chunk], False)
+        return conn.execute(
+            text(f"SELECT count(*) FROM facts WHERE content_tsv @@ ({query})"), params
+        ).scalar_one()
+
+
+class PostgresVectors:
+    in_database = True
+
+    def write(self, conn: Connection, fact_id: int, blob: bytes) -> None:
+        vector = np.frombuffer(blob, dtype="<f4")
+        stmt = pg_insert(facts_vec).values(
+            fact_id=fact_id, embedding=bindparam("v", vector, type_=VECTOR())
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["fact_id"], set_={"embedding": stmt.excluded.embedding}
+            )
+        )
+
+    def recreate(self, conn: Connection, width: int) -> None:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
+        create_vector_table(conn, int(width))
+
+    def nearest(
+        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+    ) -> list[tuple[int, float]]:
+        """HNSW under the filters: pgvector 0.8's iterative scan keeps walking the
+        graph until `fetch` rows pass the WHERE (the ACL fragment included), so a
+        filtered page fills instead of starving after a fixed-k scan."""
+        fetch = max(OVERFETCH * want, 40)
+        conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+        distance = facts_vec.c.embedding.op("<=>", return_type=Float())(
+            bindparam("q", np.asarray(query, dtype=np.float32), type_=VECTOR())
+        )
+        base = (
+            select(facts.c.id, distance.label("distance"))
+            .select_from(facts_vec.join(facts, facts.c.id == facts_vec.c.fact_id))
+            .where(*filters)
+        )
+        rows = conn.execute(base.order_by(distance).limit(fetch)).all()
+        if len(rows) < want:
+            # The scan gave up (hnsw.max_scan_tuples) before the filters let `want`
+            # through: the filters keep few facts, so score all of them exactly.
+            # A materialized CTE keeps the planner from the index.
+            kept = base.cte("kept").prefix_with("MATERIALIZED")
+            rows = conn.execute(
+                select(kept.c.id, kept.c.distance).order_by(kept.c.distance).limit(fetch)
+            ).all()
+        # relaxed_order: nearly sorted; the distances are exact, so sort by them.
+        ranked = sorted(((int(i), float(d)) for i, d in rows), key=lambda p: (p[1], p[0]))
+        return ranked[:want]
+
+
+def create_vector_table(conn: Any, width: int) -> None:
+    """facts_vec at `width`, with its HNSW index for cosine distance (the migration's DDL)."""
+    run = conn.exec_driver_sql if hasattr(conn, "exec_driver_sql") else conn.execute
+    run(
+        f"CREATE TABLE facts_vec (fact_id INTEGER PRIMARY KEY "
+        f"REFERENCES facts (id) ON DELETE CASCADE, embedding vector({int(width)}) NOT NULL)"
+    )
+    run("CREATE INDEX facts_vec_hnsw ON facts_vec USING hnsw (embedding vector_cosine_ops)")
+
+
+class PostgresBackend:
+    name = "postgresql"
+
+    def __init__(self) -> None:
+        self.keywords = PostgresKeywords()
+        self.vectors = PostgresVectors()
+
+    def insert(self, table: Table) -> Any:
+        return pg_insert(table)
+
+    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
+
+    def after_explicit_ids(self, conn: Connection, table: Table) -> None:
+        key = next(iter(table.primary_key.columns)).name
+        conn.execute(
+            text(
+                f"SELECT setval(pg_get_serial_sequence(:table, :key), "
+                f"coalesce((SELECT max({key}) FROM {table.name}), 0) + 1, false)"
+            ),
+            {"table": table.name, "key": key},
+        )
+
+    def lock_tree(self, conn: Connection) -> None:
+        # The migration's function: one advisory lock, held to the end of the transaction.
+        conn.execute(text("SELECT embornal_lock_tree()"))
