@@ -24,7 +24,7 @@ try:  # typer >= 0.20 vendors click; its exceptions live there
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from app.dirs import Dirs, move_legacy_files, resolve_dirs
+from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.runtime import LOCAL_SUBJECT, open_runtime
 from app.services import facts as fact_service
@@ -114,9 +114,9 @@ def show_fact(fact: dict[str, Any]) -> None:
     flags = []
     if fact["deleted_at"]:
         flags.append("deleted")
-    if fact.get("superseded_by_id"):
+    if fact["superseded_by_id"]:
         flags.append(f"superseded by #{fact['superseded_by_id']}")
-    elif fact.get("superseded"):
+    elif fact["superseded"]:
         flags.append("superseded")
     extra = f" ({', '.join(flags)})" if flags else ""
     typer.echo(
@@ -549,7 +549,7 @@ def model_use(
         data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
     data.setdefault("embedding", {})
     data["embedding"] = {**(data["embedding"] or {}), "model": spec.name, "width": spec.width}
-    config_file.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(config_file.parent)
     config_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     state.settings = None
     config = settings()  # validated again, env overrides included

@@ -70,6 +70,17 @@ def resolve_dirs(
     )
 
 
+# Config (the signing key) and data (every fact) are for their owner alone (SPEC "Files").
+PRIVATE_DIR_MODE = 0o700
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` 0700 if it is missing. Only the last directory gets the mode;
+    parents mkdir creates (~/.local/share) get the default. An existing directory
+    is left as it is: it may be one the owner chose and shares on purpose."""
+    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+
+
 def legacy_dir(home: Path) -> Path:
     return home / f".{APP_NAME}"
 
@@ -87,7 +98,7 @@ def move_legacy_files(dirs: Dirs, home: Path) -> list[str]:
     moved: list[str] = []
 
     def move(src: Path, dst: Path) -> None:
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(dst.parent)
         shutil.move(str(src), str(dst))
         moved.append(f"moved {src} -> {dst}")
 

@@ -70,6 +70,12 @@ class PayloadTooLarge(EmbornalError):
     title = "Payload too large"
 
 
+class UnsupportedMediaType(EmbornalError):
+    status = 415
+    type = "/problems/unsupported-media-type"
+    title = "Unsupported media type"
+
+
 class Unavailable(EmbornalError):
     status = 503
     type = "/problems/unavailable"

@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
 from app import __version__
-from app.api.limits import BodyLimitMiddleware
+from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
@@ -71,6 +71,7 @@ def create_app(
     app.state.metrics_registry = registry
     registry.register(MemoryCollector(lambda: getattr(app.state, "runtime", None)))
     install_problem_handlers(app)
+    app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from sqlalchemy.engine import URL, make_url
 
 from app.dirs import Dirs, resolve_dirs
-from app.errors import ConfigError
+from app.durations import MAX_DURATION, parse_duration
+from app.errors import ConfigError, InvalidInput
 
 ENV_PREFIX = "EMBORNAL_"
 # EMBORNAL_HOME names a directory, not a config key.
@@ -107,6 +108,28 @@ class AuthSettings(_Section):
     audience: str | None = None
     leeway_seconds: int = Field(default=30, ge=0, le=600)
     jwks_cache_seconds: int = Field(default=300, ge=0)
+    # Off (null) by default. When set, a token whose `exp - iat` is longer is refused,
+    # and so is one with no `iat`: a leaked long-lived token stays useful for as long
+    # as the identity provider (or `token issue --expires`) let it.
+    max_token_lifetime: int | None = Field(
+        default=None,
+        ge=1,
+        le=int(MAX_DURATION.total_seconds()),
+        description="seconds, or a duration such as 30d or 12h",
+    )
+
+    @field_validator("max_token_lifetime", mode="before")
+    @classmethod
+    def _lifetime_seconds(cls, value: object) -> object:
+        """Take seconds (`86400`) or a duration as `--expires` writes it (`1d`)."""
+        if isinstance(value, bool):
+            raise ValueError("give seconds or a duration such as 30d")
+        if isinstance(value, str) and not value.strip().isdigit():
+            try:
+                return int(parse_duration(value).total_seconds())
+            except InvalidInput as exc:
+                raise ValueError(exc.detail) from None
+        return value
 
     @field_validator("algorithms")
     @classmethod

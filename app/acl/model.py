@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from app.auth.subjects import validate_subject
 from app.errors import InvalidInput
+from app.identifiers import hidden_character
 
 EVERYONE = "everyone"
 ADMIN = "admin"
@@ -78,6 +79,9 @@ class ObjectPattern:
 
 def parse_object(obj: str) -> ObjectPattern:
     """Parse a policy object; refuse anything that is not one of the three forms."""
+    hidden = hidden_character(obj)
+    if hidden:
+        raise InvalidInput(f"policy object holds a control or format character ({hidden})")
     if obj == _ROOT_SUBTREE:
         return ObjectPattern("subtree", "/")
     match = _PATH_OBJECT.match(obj)
@@ -121,6 +125,10 @@ class PolicyLine:
 
 
 def parse_policy_line(line: str) -> PolicyLine:
+    # The whole line, before fields are stripped: a tab or newline is not a separator.
+    hidden = hidden_character(line)
+    if hidden:
+        raise InvalidInput(f"policy line holds a control or format character ({hidden})")
     parts = [part.strip() for part in line.split(",")]
     ptype = parts[0] if parts else ""
     values = tuple(parts[1:])

@@ -1,8 +1,10 @@
-"""Refuse request bodies over the configured size with a 413 problem, before they are read whole.
+"""Refuse request bodies the API cannot take, before they are read whole: over the
+configured size (413), or not JSON (415).
 
-A pure ASGI middleware (BaseHTTPMiddleware would buffer and wrap the stream).
-It checks the declared Content-Length up front, and counts the bytes of the
-stream as the app reads them, for chunked bodies or a Content-Length that lies.
+Pure ASGI middlewares (BaseHTTPMiddleware would buffer and wrap the stream).
+The size limit checks the declared Content-Length up front, and counts the bytes
+of the stream as the app reads them, for chunked bodies or a Content-Length that
+lies.
 """
 
 from __future__ import annotations
@@ -69,3 +71,46 @@ class BodyLimitMiddleware:
         # The client may still be sending: close rather than read a body we refused.
         response.headers["Connection"] = "close"
         await response(scope, receive, send)
+
+
+NOT_JSON = "The request body must be application/json (send Content-Type: application/json)."
+
+
+def is_json(content_type: str | None) -> bool:
+    """`application/json` or `application/<anything>+json`, parameters aside: what
+    FastAPI itself parses as JSON, so nothing it would read is refused here."""
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    main, _, sub = media.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+def has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    if length is not None:
+        return length.strip() != "0"
+    return "transfer-encoding" in headers
+
+
+class JsonBodyMiddleware:
+    """Answer 415 to a request that carries a body in any other type than JSON.
+
+    Without it FastAPI reads a form or text body as a string and answers 422 about
+    dictionaries; the client needs to hear that the content type is wrong. A request
+    without a body passes whatever its Content-Type says.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            if has_body(headers) and not is_json(headers.get("content-type")):
+                response = problem_response(415, NOT_JSON)
+                # The body is never read: close rather than leave it in the connection.
+                response.headers["Connection"] = "close"
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

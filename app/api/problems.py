@@ -28,6 +28,7 @@ from app.errors import (
     PayloadTooLarge,
     Unauthorized,
     Unavailable,
+    UnsupportedMediaType,
 )
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,15 @@ MAX_FIELD_ERRORS = 50
 # type and title of the matching error of app.errors, so one status reads one way.
 _KNOWN: dict[int, tuple[str, str]] = {
     cls.status: (cls.type, cls.title)
-    for cls in (Unauthorized, Forbidden, NotFound, Conflict, PayloadTooLarge, InvalidInput)
+    for cls in (
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        InvalidInput,
+    )
 }
 _KNOWN[405] = ("/problems/method-not-allowed", "Method not allowed")
 _KNOWN[500] = ("/problems/internal", "Internal server error")

@@ -12,6 +12,7 @@ _DESCRIPTIONS = {
     404: "Not found, or not visible to the subject",
     409: "Conflict with the current state",
     413: "Request body too large",
+    415: "The request body is not application/json",
     422: "Invalid input; `errors` names the fields",
     500: "Unexpected server error",
     503: "A needed part of the service is unavailable",
@@ -19,6 +20,8 @@ _DESCRIPTIONS = {
 
 # Every authenticated route can give these.
 AUTHED = (401, 422, 500)
+# A route that reads a JSON body can also give these (app.api.limits).
+WITH_BODY = (413, 415)
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:

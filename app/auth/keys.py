@@ -27,6 +27,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from app.dirs import make_private_dir
 from app.errors import ConfigError
 from app.settings import Settings
 
@@ -126,8 +127,7 @@ def _create_secret_file(path: Path) -> None:
     # reader ever sees a half-written file and nobody overwrites a key in use.
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        # Only the last directory gets 0700; parents that mkdir creates get the default mode.
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(path.parent)
         _write_new(tmp, text)
         try:
             os.link(tmp, path)

@@ -7,22 +7,35 @@ policy lines, so it must not hold the characters those formats split on.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from app.errors import InvalidInput
+from app.identifiers import hidden_character
 
 MAX_SUBJECT_CHARS = 128
 
 # No whitespace (\s is Unicode-aware on str patterns), no `=` or `,` (tag and
-# policy separators), and no control characters: a name that prints as
-# something else would be a way to impersonate a subject in logs and listings.
+# policy separators). The shape only: validate_subject adds the rule of
+# app.identifiers (no control or format characters) and NFC; use it, not this.
 SUBJECT_RE = re.compile(rf"[^\s=,\x00-\x1f\x7f]{{1,{MAX_SUBJECT_CHARS}}}")
-
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def validate_subject(name: str) -> str:
-    """Return `name` unchanged when it is a valid subject, else raise InvalidInput."""
-    if SUBJECT_RE.fullmatch(name):
+    """Return `name` unchanged when it is a valid subject, else raise InvalidInput.
+
+    A name not in Unicode NFC is refused, not normalized. Subjects are compared
+    byte for byte: in policy lines, owner columns and owner tags. Normalizing the
+    token's `sub` would quietly make an identity provider's `e`+U+0301 account and
+    its U+00E9 account one subject with the rights of both; refusing keeps one
+    subject, one spelling, and a client that sends NFD learns it at once.
+    """
+    hidden = hidden_character(name)
+    if SUBJECT_RE.fullmatch(name) and hidden is None:
+        if not unicodedata.is_normalized("NFC", name):
+            raise InvalidInput(
+                "subject is not in Unicode normal form NFC: write it composed "
+                "(for example U+00E9, not e followed by U+0301)"
+            )
         return name
     if not name:
         problem = "is empty"
@@ -34,11 +47,11 @@ def validate_subject(name: str) -> str:
         problem = "contains '='"
     elif "," in name:
         problem = "contains ','"
-    elif _CONTROL_RE.search(name):
-        problem = "contains a control character"
+    elif hidden is not None:
+        problem = f"contains a control or format character ({hidden})"
     else:  # pragma: no cover - the checks above cover every way SUBJECT_RE can fail
         problem = "is not a valid name"
     raise InvalidInput(
         f"subject {problem}: a subject is 1 to {MAX_SUBJECT_CHARS} characters "
-        "with no whitespace, '=' or ','"
+        "with no whitespace, '=', ',' or control or format characters"
     )

@@ -9,15 +9,21 @@ never holds the token.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
-import re
+import math
 from typing import Any
 
 import jwt
 from jwt.types import Options
 
+from app import b64url
 from app.auth.keys import ensure_secret, key_source, load_public_key, secret_origin
 from app.auth.subjects import validate_subject
+
+# Re-exported: the CLI and older callers read durations from here.
+from app.durations import MAX_DURATION as MAX_DURATION
+from app.durations import parse_duration as parse_duration
 from app.errors import ConfigError, InvalidInput, Unauthorized
 from app.settings import Settings
 
@@ -52,6 +58,7 @@ class TokenVerifier:
         self._issuer = auth.issuer or None
         self._audience = auth.audience or None
         self._leeway = auth.leeway_seconds
+        self._max_lifetime = auth.max_token_lifetime
         require = ["exp", "sub"]
         if self._issuer:
             require.append("iss")
@@ -107,6 +114,9 @@ class TokenVerifier:
             raise _Refused("no token")
         if len(token) > MAX_TOKEN_CHARS:
             raise _Refused(f"token longer than {MAX_TOKEN_CHARS} characters")
+        # Before PyJWT, which reads parts leniently: one token has one spelling, and its
+        # time claims are JSON numbers (PyJWT takes "exp": "1900000000" and calls int()).
+        _check_time_claims(_strict_payload(token))
         header = jwt.get_unverified_header(token)
         # PyJWT checks this too; doing it first keeps `alg: none` and foreign
         # algorithms from ever reaching a key lookup or a JWKS fetch.
@@ -128,12 +138,65 @@ class TokenVerifier:
             leeway=self._leeway,
             options=self._options,
         )
+        if self._max_lifetime is not None:
+            _check_lifetime(claims, self._max_lifetime)
         subject = claims["sub"]  # present and a str: required and checked by PyJWT
         return validate_subject(subject)
 
 
 class _Refused(Exception):
     """A refusal found by our own checks (as opposed to PyJWT's)."""
+
+
+_TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
+def _strict_payload(token: str) -> dict[str, Any]:
+    """The claims of a JWS in compact form whose three parts are strict base64url.
+
+    PyJWT pads and decodes each part with a decoder that skips unknown characters and
+    ignores stray bits, so `=` appended to a signature (or a flipped last bit) gave a
+    second spelling of one token: caches, logs and deny lists keyed on the token text
+    would see two tokens. Unverified here; it only decides what to refuse.
+    """
+    parts = token.split(".")
+    if len(parts) != 3 or not all(parts):
+        raise _Refused("not a JWS in compact form (three non-empty parts)")
+    try:
+        payload = b64url.decode(parts[1])
+        b64url.decode(parts[0]), b64url.decode(parts[2])
+    except ValueError as exc:
+        raise _Refused(f"a token part is not strict base64url: {exc}") from None
+    try:
+        claims = json.loads(payload, parse_constant=_not_a_number)
+    except (ValueError, RecursionError):
+        raise _Refused("the payload is not JSON") from None
+    if not isinstance(claims, dict):
+        raise _Refused("the payload is not a JSON object")
+    return claims
+
+
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_time_claims(claims: dict[str, Any]) -> None:
+    """RFC 7519 NumericDate: a JSON number, not a string, a boolean or an infinity."""
+    for name in _TIME_CLAIMS:
+        if name in claims:
+            value = claims[name]
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise _Refused(f"claim {name} is not a JSON number")
+
+
+def _check_lifetime(claims: dict[str, Any], max_seconds: int) -> None:
+    if "iat" not in claims:
+        raise _Refused("no iat, and auth.max_token_lifetime needs one")
+    lifetime = claims["exp"] - claims["iat"]
+    if lifetime > max_seconds:
+        raise _Refused(
+            f"lifetime exp - iat = {lifetime:.0f}s exceeds auth.max_token_lifetime ({max_seconds}s)"
+        )
 
 
 def _fit_key(key: Any, algorithms: list[str], where: str) -> Any:
@@ -193,6 +256,12 @@ def issue_token(
     validate_subject(subject)
     if expires_in <= dt.timedelta(0):
         raise InvalidInput("a token's lifetime must be positive")
+    cap = settings.auth.max_token_lifetime
+    if cap is not None and expires_in.total_seconds() > cap:
+        raise InvalidInput(
+            f"a token's lifetime is at most {cap} seconds here (auth.max_token_lifetime); "
+            "the server would refuse a longer one"
+        )
     extra = dict(extra_claims or {})
     clash = sorted(_REGISTERED_CLAIMS & extra.keys())
     if clash:
@@ -214,32 +283,3 @@ def issue_token(
     if auth.audience:
         claims["aud"] = auth.audience
     return jwt.encode(claims, ensure_secret(settings), algorithm=auth.algorithms[0])
-
-
-# Units in descending order, each at most once: "1d12h", not "12h1d" or "1d1d".
-_DURATION_RE = re.compile(
-    r"(?:(?P<w>\d{1,9})w)?(?:(?P<d>\d{1,9})d)?(?:(?P<h>\d{1,9})h)?"
-    r"(?:(?P<m>\d{1,9})m)?(?:(?P<s>\d{1,9})s)?"
-)
-_UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
-MAX_DURATION = dt.timedelta(days=3650)
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """Read `30d`, `12h`, `15m`, `45s`, `2w` or a combination like `1d12h` (at most 10 years)."""
-    cleaned = text.strip().lower()
-    match = _DURATION_RE.fullmatch(cleaned)
-    shown = repr(text) if len(text) <= 40 else repr(text[:40] + "...")
-    if not cleaned or match is None:
-        raise InvalidInput(
-            f"bad duration {shown}: use a number and a unit (w, d, h, m, s), "
-            "largest unit first, like 30d, 12h or 1d12h"
-        )
-    seconds = sum(
-        int(value) * _UNIT_SECONDS[unit] for unit, value in match.groupdict().items() if value
-    )
-    if seconds <= 0:
-        raise InvalidInput(f"bad duration {shown}: it must be longer than zero")
-    if seconds > MAX_DURATION.total_seconds():
-        raise InvalidInput(f"bad duration {shown}: at most {MAX_DURATION.days} days (10 years)")
-    return dt.timedelta(seconds=seconds)

@@ -18,6 +18,9 @@ cannot be upgraded.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 import threading
 import weakref
 from collections.abc import Iterator
@@ -29,6 +32,10 @@ import sqlean
 import sqlite_vec
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
+
+from app.dirs import DATABASE_COMPANIONS, make_private_dir
+
+log = logging.getLogger(__name__)
 
 WRITE = "IMMEDIATE"
 READ = "DEFERRED"
@@ -60,7 +67,8 @@ def make_engine(
             path, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms
         )
     if str(path) != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(Path(path).parent)
+        _private_files(Path(path))
     engine = create_engine(
         f"sqlite:///{path}",
         module=sqlean,
@@ -122,6 +130,36 @@ def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> 
     )
     _modes[engine] = ({"isolation_level": "REPEATABLE READ"}, {})
     return engine
+
+
+DATABASE_FILE_MODE = 0o600
+
+
+def _private_files(path: Path) -> None:
+    """memory.db and its -wal/-shm are for their owner alone (SPEC "Files").
+
+    SQLite creates a new database 0644 (less the umask), and its -wal and -shm
+    with the mode of the database file. So the file is made here first, empty
+    (an empty file is a valid empty database) and 0600, and SQLite's companions
+    follow it. A database from an older build, or copied in with looser modes, is
+    tightened here, at the one place that opens the file, with one log line.
+    """
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DATABASE_FILE_MODE))
+        return  # new: 0600 already, and no companions yet
+    except FileExistsError:
+        pass
+    tightened = []
+    for file in (path, *(Path(f"{path}{suffix}") for suffix in DATABASE_COMPANIONS)):
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+            if mode & 0o077:
+                file.chmod(mode & ~0o077)
+                tightened.append(f"{file.name} (was {mode:04o})")
+        except FileNotFoundError:
+            continue  # no -wal or -shm: the last connection removed them
+    if tightened:
+        log.warning("made %s readable by its owner only: %s", path.parent, ", ".join(tightened))
 
 
 @contextmanager

@@ -49,8 +49,15 @@ class Fact(BaseModel):
     tags: dict[str, str] = Field(description="The fact's own tags, owner included")
     effective_tags: dict[str, str] = Field(description="Own tags over inherited, nearest wins")
     links: list[Link]
-    supersedes_id: int | None
-    superseded_by_id: int | None
+    supersedes_id: int | None = Field(
+        description="The fact this one corrects; null when there is none or it is hidden"
+    )
+    superseded_by_id: int | None = Field(
+        description="The fact that corrects this one; null when there is none or it is hidden"
+    )
+    superseded: bool = Field(
+        description="True when a newer fact corrects this one, even one the reader cannot see"
+    )
     deleted_at: UtcTime | None
     created_at: UtcTime
     last_recall_at: UtcTime | None

@@ -9,9 +9,10 @@ atomic write.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import hashlib
+import hmac
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,10 +22,11 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app import b64url
 from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
 from app.db.dialects import backend
-from app.db.tables import effective_fact_tags, fact_tags, facts, paths
+from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.services import paths as path_service
 from app.services.context import Context
@@ -48,6 +50,7 @@ from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
 MAX_LIMIT = 100
+MAX_ID = 2**63 - 1  # SQLite integers are signed 64-bit (app.schemas.facts says the same)
 Sort = Literal["created", "strength"]
 
 
@@ -119,7 +122,16 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         ).where(effective_fact_tags.c.fact_id.in_(ids))
     ):
         effective[fid][key] = value
+    # Neighbours in the supersede chain show only when the subject may read them: a
+    # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
+    # trace a hidden successor leaves, and it tells no more than the fact's absence
+    # from default listings (and a 409 on a second supersede) already does.
     successor = SUCCESSOR
+    superseded = set(
+        conn.execute(
+            select(successor.c.supersedes_id).where(successor.c.supersedes_id.in_(ids))
+        ).scalars()
+    )
     successors = {
         old: new
         for old, new in conn.execute(
@@ -129,6 +141,16 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
             )
         )
     }
+    older_ids = {row.supersedes_id for row in rows.values() if row.supersedes_id is not None}
+    readable_older = (
+        set(
+            conn.execute(
+                select(facts.c.id).where(facts.c.id.in_(older_ids), readable(ctx))
+            ).scalars()
+        )
+        if older_ids
+        else set()
+    )
     out = []
     for fid in ids:
         row = rows.get(fid)
@@ -144,8 +166,11 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
                 "tags": dict(sorted(own[fid].items())),
                 "effective_tags": dict(sorted(effective[fid].items())),
                 "links": parse_links(conn, ctx, row.content),
-                "supersedes_id": row.supersedes_id,
+                "supersedes_id": (
+                    row.supersedes_id if row.supersedes_id in readable_older else None
+                ),
                 "superseded_by_id": successors.get(fid),
+                "superseded": fid in superseded,
                 "deleted_at": _time(row.deleted_at),
                 "created_at": _time(row.created_at),
                 "last_recall_at": _time(row.last_recall_at),
@@ -195,18 +220,38 @@ def get_fact(
     return hydrate(conn, ctx, [fact_id])[0]
 
 
+# Built once, as SUCCESSOR is: the read fragment is cached per column object.
+_OLDER = facts.alias("older")
+_NEWER = facts.alias("newer")
+
+
 def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]]:
-    """The whole supersede chain through `fact_id`, oldest first, deleted facts included."""
+    """The supersede chain through `fact_id`, oldest first, deleted facts included.
+
+    The walk steps only through facts the subject may read, and stops at a hidden
+    one: a chain visible-hidden-visible shows one side of the hidden fact, never the
+    other, as the link between them exists only through the hidden fact.
+    """
     _readable_row(conn, ctx, fact_id, include_deleted=True)
-    back = select(facts.c.id, facts.c.supersedes_id).where(facts.c.id == fact_id)
-    back_cte = back.cte("back", recursive=True)
-    older = facts.alias("older")
+    older, newer = _OLDER, _NEWER
+    back_cte = (
+        select(facts.c.id, facts.c.supersedes_id)
+        .where(facts.c.id == fact_id)
+        .cte("back", recursive=True)
+    )
     back_cte = back_cte.union_all(
-        select(older.c.id, older.c.supersedes_id).where(older.c.id == back_cte.c.supersedes_id)
+        select(older.c.id, older.c.supersedes_id).where(
+            older.c.id == back_cte.c.supersedes_id,
+            ctx.access.read_clause(older.c.id, older.c.path_id),
+        )
     )
     fwd_cte = select(facts.c.id).where(facts.c.id == fact_id).cte("fwd", recursive=True)
-    newer = facts.alias("newer")
-    fwd_cte = fwd_cte.union_all(select(newer.c.id).where(newer.c.supersedes_id == fwd_cte.c.id))
+    fwd_cte = fwd_cte.union_all(
+        select(newer.c.id).where(
+            newer.c.supersedes_id == fwd_cte.c.id,
+            ctx.access.read_clause(newer.c.id, newer.c.path_id),
+        )
+    )
     chain = select(back_cte.c.id).union(select(fwd_cte.c.id))
     ids = (
         conn.execute(
@@ -363,24 +408,67 @@ def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> dict[str, Any]:
 # --- listing -----------------------------------------------------------------
 
 
-def _encode_cursor(data: dict[str, Any]) -> str:
-    raw = json.dumps(data, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+# Cursors are signed (HMAC-SHA256) with the database's own key from `meta`
+# (migration 0003), so any process on the database accepts them and nobody else can
+# make one: a cursor is opaque to clients, and one the server did not make is a 422.
+CURSOR_KEY = "cursor_key"
+_CURSOR_CONTEXT = b"embornal cursor v1\x00"  # this key signs nothing else, but say what
+_BAD_CURSOR = "cursor is not one this listing gave out (or the sort changed)"
 
 
-def _decode_cursor(cursor: str, sort: str) -> dict[str, Any]:
+def _cursor_key(conn: Connection) -> bytes:
+    value = conn.execute(select(meta.c.value).where(meta.c.key == CURSOR_KEY)).scalar()
+    if not value:
+        raise RuntimeError("meta holds no cursor key: the database is not at head")
+    return bytes.fromhex(value)
+
+
+def _cursor_mac(key: bytes, payload: bytes) -> bytes:
+    return hmac.new(key, _CURSOR_CONTEXT + payload, hashlib.sha256).digest()
+
+
+def _encode_cursor(conn: Connection, data: dict[str, Any]) -> str:
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+    return f"{b64url.encode(payload)}.{b64url.encode(_cursor_mac(_cursor_key(conn), payload))}"
+
+
+def _decode_cursor(conn: Connection, cursor: str, sort: str) -> dict[str, Any]:
+    """The position a cursor of ours holds, or InvalidInput naming `cursor`.
+
+    The signature is checked before the payload is parsed at all; the payload's
+    values are checked again after it, so even a cursor made by a buggy older
+    build cannot reach SQL with a value SQLite cannot hold.
+    """
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        encoded_payload, dot, encoded_mac = cursor.partition(".")
+        if not dot:
+            raise ValueError("no signature")
+        payload, mac = b64url.decode(encoded_payload), b64url.decode(encoded_mac)
+        if not hmac.compare_digest(mac, _cursor_mac(_cursor_key(conn), payload)):
+            raise ValueError("bad signature")
+        data = json.loads(payload, parse_constant=_no_constant)
         if not isinstance(data, dict) or data.get("sort") != sort:
-            raise ValueError
-        int(data["id"])
-        float(data.get("key", 0))
-        float(data.get("now", 0))
+            raise ValueError("another listing's cursor")
+        if not _is_int(data.get("id"), 1, MAX_ID):
+            raise ValueError("id out of range")
+        if sort == "strength" and not (_is_finite(data.get("key")) and _is_finite(data.get("now"))):
+            raise ValueError("strength position is not a finite number")
         return data
-    except (ValueError, KeyError, TypeError, binascii.Error, json.JSONDecodeError):
-        message = "cursor is not one this listing gave out (or the sort changed)"
-        raise InvalidInput(message, errors=[{"loc": ["cursor"], "msg": message}]) from None
+    except (ValueError, RecursionError):
+        # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
+        raise InvalidInput(_BAD_CURSOR, errors=[{"loc": ["cursor"], "msg": _BAD_CURSOR}]) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _is_finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def subtree_filter(raw_under: str | None) -> Any | None:
@@ -421,7 +509,7 @@ def list_facts(
     """Browse current facts (not a recall): newest first, or strongest first; of the
     subtree `under`, or of the one node `at` (not below it)."""
     check_limit(limit)
-    position = _decode_cursor(cursor, sort) if cursor else None
+    position = _decode_cursor(conn, cursor, sort) if cursor else None
     # A strength listing keeps the clock of its first page, so pages never overlap.
     now = float(position["now"]) if position and sort == "strength" else ctx.clock()
     query = select(facts.c.id).where(readable(ctx), current_only(), *tag_filters(tags))
@@ -449,7 +537,7 @@ def list_facts(
         data: dict[str, Any] = {"sort": sort, "id": last_row.id}
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
-        next_cursor = _encode_cursor(data)
+        next_cursor = _encode_cursor(conn, data)
     return {"facts": hydrate(conn, ctx, [row.id for row in page]), "next_cursor": next_cursor}
 
 

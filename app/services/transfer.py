@@ -69,7 +69,7 @@ from sqlalchemy import (
 )
 
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
-from app.auth.subjects import SUBJECT_RE
+from app.auth.subjects import validate_subject
 from app.db import migrate
 from app.db.dialects import backend
 from app.db.tables import (
@@ -337,8 +337,10 @@ def _fact_record(
 ) -> FactRecord:
     _fields(record, FACT_REQUIRED, FACT_OPTIONAL)
     owner = _str(record, "owner")
-    if not SUBJECT_RE.fullmatch(owner):
-        raise InvalidInput(f"owner {owner!r} must be 1 to 128 characters with no space, '=' or ','")
+    try:
+        validate_subject(owner)
+    except InvalidInput as exc:
+        raise InvalidInput(f"owner {owner!r}: {exc.detail.removeprefix('subject ')}") from None
     tags = _tags(record)
     # The owner tag mirrors the owner column: the memory writes it, a file cannot differ.
     if tags.setdefault(OWNER_KEY, owner) != owner:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from app.acl.model import TAG_KEY, TAG_VALUE
 from app.errors import InvalidInput
+from app.identifiers import hidden_character
 
 MAX_SEGMENTS = 32
 MAX_SEGMENT_CHARS = 64
@@ -20,6 +21,10 @@ def _invalid(field: str, message: str) -> InvalidInput:
 
 def fold_path(raw: str, field: str = "path") -> str:
     """Fold a path to lowercase and check it; '/Projects/Embornal/' -> '/projects/embornal'."""
+    # Checked before folding: strip() would quietly eat a trailing newline or tab.
+    hidden = hidden_character(raw)
+    if hidden:
+        raise _invalid(field, f"path holds a control or format character ({hidden})")
     path = raw.strip().lower()
     if not path.startswith("/"):
         raise _invalid(field, f"path {raw!r} must start with '/'")
@@ -55,6 +60,10 @@ def _is_unicode(text: str) -> bool:
 
 
 def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
+    for part, text in (("key", key), ("value", value)):
+        hidden = hidden_character(text) if isinstance(text, str) else None
+        if hidden:
+            raise _invalid(field, f"tag {part} holds a control or format character ({hidden})")
     key = key.strip().lower()
     if not TAG_KEY.match(key):
         raise _invalid(

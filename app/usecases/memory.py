@@ -27,7 +27,7 @@ from typing import IO, Any
 from sqlalchemy import Connection
 
 from app.db.engine import read_transaction, write_transaction
-from app.errors import InvalidInput, Unavailable
+from app.errors import Forbidden, InvalidInput, Unavailable
 from app.runtime import LOCAL_SUBJECT, Runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -221,6 +221,12 @@ class Memory:
                 "roles": ctx.access.roles,
                 "permissions": ctx.access.permissions(),
             }
+
+    def require_admin(self, subject: str, message: str) -> None:
+        """Forbidden unless the subject holds the admin role (for operators' routes)."""
+        with self.transaction(subject) as (_conn, ctx):
+            if not ctx.access.is_admin:
+                raise Forbidden(message)
 
     def list_policies(self, subject: str) -> list[dict[str, object]]:
         with self.transaction(subject) as (conn, ctx):

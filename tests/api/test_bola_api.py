@@ -155,6 +155,7 @@ def test_a_successor_bob_cannot_read_does_not_show(world: World) -> None:
     new = world.store("default", "/memory", "a private correction", supersedes_id=1)
     old = world.call("bob", "GET", "/v1/facts/1", params={"peek": True}).json()
     assert old["superseded_by_id"] is None
+    assert old["superseded"] is True
     chain = world.call("bob", "GET", "/v1/facts/1/history").json()["facts"]
     assert [f["id"] for f in chain] == [1]
     assert_problem(world.call("bob", "GET", f"/v1/facts/{new['id']}"), 404)
@@ -200,3 +201,124 @@ def test_memory_is_public_but_defaults_private_facts_are_not(
     assert_problem(world.call("carol", "GET", f"/v1/facts/{private['id']}"), 404)
     public = world.store("default", "/memory/extra", "public too", tags={"visibility": "public"})
     assert world.call("carol", "GET", f"/v1/facts/{public['id']}").status_code == 200
+
+
+def _ids_in(body: object) -> set[int]:
+    """Every fact id a JSON body names, wherever it sits (facts, results, pointers)."""
+    found: set[int] = set()
+    if isinstance(body, dict):
+        for key, value in body.items():
+            if key in ("id", "supersedes_id", "superseded_by_id") and isinstance(value, int):
+                found.add(value)
+            else:
+                found |= _ids_in(value)
+    elif isinstance(body, list):
+        for item in body:
+            found |= _ids_in(item)
+    return found
+
+
+def _reader_routes(fact_ids: list[int]) -> list[tuple[str, str, dict]]:
+    routes: list[tuple[str, str, dict]] = [
+        ("GET", "/v1/facts", {"params": {"limit": 100}}),
+        ("GET", "/v1/facts", {"params": {"limit": 100, "sort": "strength"}}),
+        ("GET", "/v1/facts", {"params": {"limit": 100, "under": "/alice"}}),
+        ("GET", "/v1/facts", {"params": {"limit": 100, "under": "/bob"}}),
+        ("GET", "/v1/search", {"params": {"q": "plan", "mode": "keyword", "peek": True}}),
+        ("POST", "/v1/search", {"json": {"q": "plan", "peek": True}}),
+        ("GET", "/v1/paths/", {}),
+        ("GET", "/v1/paths/alice", {}),
+        ("GET", "/v1/paths/bob", {}),
+        ("GET", "/v1/whoami", {}),
+    ]
+    for fid in fact_ids:
+        routes += [
+            ("GET", f"/v1/facts/{fid}", {"params": {"peek": True}}),
+            ("GET", f"/v1/facts/{fid}", {"params": {"include_deleted": True}}),
+            ("POST", f"/v1/facts/{fid}/recall", {}),
+            ("GET", f"/v1/facts/{fid}/history", {}),
+        ]
+    return routes
+
+
+def _never_names(world: World, subject: str, hidden: list[dict], visible: list[int]) -> None:
+    hidden_ids = {fact["id"] for fact in hidden}
+    for method, url, kwargs in _reader_routes(visible + sorted(hidden_ids)):
+        response = world.call(subject, method, url, **kwargs)
+        if response.status_code == 404:
+            continue  # the hidden facts' own routes: nothing to show, nothing shown
+        assert response.status_code == 200, (method, url, response.text)
+        leaked = _ids_in(response.json()) & hidden_ids
+        assert not leaked, (subject, method, url, leaked)
+        for fact in hidden:
+            assert fact["content"] not in response.text, (subject, method, url)
+
+
+def test_hidden_neighbours_leave_no_id_in_either_direction(
+    world: World, add_policy: Callable[..., None]
+) -> None:
+    """Alice's fact superseded by bob's hidden one, bob's by alice's hidden one: each
+    sees its old fact flagged `superseded`, with no pointer, in no route's JSON."""
+    add_policy(
+        *(f"p, bob, path:/alice/open/*, {act}, allow" for act in ("read", "write")),
+        *(f"p, alice, path:/bob/open/*, {act}, allow" for act in ("read", "write")),
+    )
+    alice_old = world.store("alice", "/alice/open", "alice's plan, first draft")
+    bob_new = world.store(
+        "bob",
+        "/bob/private",
+        "bob's successor plan, kept from alice",
+        supersedes_id=alice_old["id"],
+    )
+    bob_old = world.store("bob", "/bob/open", "bob's plan, first draft")
+    alice_new = world.store(
+        "alice",
+        "/alice/private",
+        "alice's successor plan, kept from bob",
+        supersedes_id=bob_old["id"],
+    )
+    # The successor's writer reads both ends of its own link.
+    assert bob_new["supersedes_id"] == alice_old["id"]
+    assert alice_new["supersedes_id"] == bob_old["id"]
+
+    for reader, old, hidden_new in (("alice", alice_old, bob_new), ("bob", bob_old, alice_new)):
+        seen = world.call(reader, "GET", f"/v1/facts/{old['id']}", params={"peek": True}).json()
+        assert seen["superseded"] is True
+        assert seen["superseded_by_id"] is None
+        history = world.call(reader, "GET", f"/v1/facts/{old['id']}/history").json()["facts"]
+        assert [f["id"] for f in history] == [old["id"]]
+        assert_problem(world.call(reader, "GET", f"/v1/facts/{hidden_new['id']}"), 404)
+        listing = world.call(reader, "GET", "/v1/facts", params={"limit": 100}).json()["facts"]
+        assert old["id"] not in [f["id"] for f in listing]  # superseded: out of listings
+        # A second supersede is still a conflict: it tells nothing the flag did not.
+        again = {"path": old["path"], "content": "another try", "supersedes_id": old["id"]}
+        assert_problem(world.call(reader, "POST", "/v1/facts", json=again), 409)
+
+    # The fact counts of the places each can see leave both old facts out.
+    alice_open = world.call("alice", "GET", "/v1/paths/alice/open").json()
+    assert alice_open["fact_count"] == 0
+    _never_names(world, "alice", [bob_new], [alice_old["id"], bob_old["id"]])
+    _never_names(world, "bob", [alice_new], [alice_old["id"], bob_old["id"]])
+
+
+def test_history_does_not_walk_through_a_hidden_fact(world: World) -> None:
+    """visible <- hidden <- visible: bob sees two one-fact chains, not their link."""
+    first = world.store("default", "/bob/open", "first version of the plan")
+    middle = world.store(
+        "default", "/alice/secret", "hidden middle plan", supersedes_id=first["id"]
+    )
+    last = world.store(
+        "default", "/bob/open", "last version of the plan", supersedes_id=middle["id"]
+    )
+    for fid in (first["id"], last["id"]):
+        chain = world.call("bob", "GET", f"/v1/facts/{fid}/history").json()["facts"]
+        assert [f["id"] for f in chain] == [fid]
+    newest = world.call("bob", "GET", f"/v1/facts/{last['id']}", params={"peek": True}).json()
+    assert newest["supersedes_id"] is None
+    assert newest["superseded"] is False
+    oldest = world.call("bob", "GET", f"/v1/facts/{first['id']}", params={"peek": True}).json()
+    assert (oldest["superseded"], oldest["superseded_by_id"]) == (True, None)
+    _never_names(world, "bob", [middle], [first["id"], last["id"]])
+    # Default reads every link of the chain.
+    full = world.call("default", "GET", f"/v1/facts/{first['id']}/history").json()["facts"]
+    assert [f["id"] for f in full] == [first["id"], middle["id"], last["id"]]

@@ -23,8 +23,8 @@ def test_store_returns_every_field_of_a_fact(client: TestClient, auth: Auth) -> 
     fact = store(client, auth, path="/Projects/Embornal/", tags={"lang": "py"})
     assert set(fact) >= {
         "id", "path", "content", "owner", "tags", "effective_tags", "links", "supersedes_id",
-        "superseded_by_id", "deleted_at", "created_at", "last_recall_at", "recall_count",
-        "stability_days", "strength", "embedded",
+        "superseded_by_id", "superseded", "deleted_at", "created_at", "last_recall_at",
+        "recall_count", "stability_days", "strength", "embedded",
     }  # fmt: skip
     assert fact["path"] == "/projects/embornal"
     assert fact["owner"] == "default"

@@ -36,11 +36,24 @@ def test_not_ready_when_migrations_are_behind(client: TestClient, rt: Runtime) -
     assert body["migrations"]["ok"] is False
 
 
-def test_metrics_needs_a_token(client: TestClient, auth: Auth) -> None:
-    assert_problem(client.get("/metrics"), 401)
-    response = client.get("/metrics", headers=auth("default"))
+def test_metrics_needs_a_token_of_the_admin_role(client: TestClient, auth: Auth) -> None:
+    unauthenticated = assert_problem(client.get("/metrics"), 401)
+    assert "facts" not in str(unauthenticated)
+    # Any other subject learns nothing: the gauges count facts it may not read.
+    refused = client.get("/metrics", headers=auth("carol"))
+    assert "admin" in assert_problem(refused, 403)["detail"]
+    assert "embornal_" not in refused.text
+    response = client.get("/metrics", headers=auth("default"))  # default is in admin
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
+
+
+def test_a_scrape_token_is_a_subject_given_the_admin_role(
+    client: TestClient, auth: Auth, add_policy
+) -> None:
+    assert_problem(client.get("/metrics", headers=auth("prometheus")), 403)
+    add_policy("g, prometheus, admin")
+    assert client.get("/metrics", headers=auth("prometheus")).status_code == 200
 
 
 def test_openapi_document_is_public(client: TestClient) -> None:

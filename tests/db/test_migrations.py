@@ -49,3 +49,18 @@ def test_start_stops_when_config_and_meta_disagree(tmp_path: Path) -> None:
     with pytest.raises(StartupError) as caught:
         open_runtime(make_settings(tmp_path, embedding={"width": 24}))
     assert "24" in caught.value.detail and "16" in caught.value.detail
+
+
+def test_each_database_gets_its_own_cursor_key(tmp_path: Path) -> None:
+    """Cursors signed by one memory are worthless to another (migration 0003)."""
+    keys = []
+    for name in ("one.db", "two.db"):
+        engine = make_engine(tmp_path / name)
+        migrate.upgrade(engine, 32)
+        with read_transaction(engine) as conn:
+            keys.append(
+                conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'cursor_key'").scalar()
+            )
+        engine.dispose()
+    assert all(len(bytes.fromhex(key)) == 32 for key in keys)
+    assert keys[0] != keys[1]

@@ -257,3 +257,31 @@ def test_context_is_plain_data(rt) -> None:
     with Memory(rt).transaction("default") as (_conn, ctx):
         assert isinstance(ctx, Context)
     assert ctx.access.is_admin
+
+
+def test_neighbours_show_only_when_readable(actor) -> None:
+    """Service level of the BOLA test: a pointer to a hidden fact is None, the flag stays,
+    and history neither shows nor walks through the hidden fact."""
+    from app.services import policies as policy_service
+
+    with actor().tx() as (conn, ctx):
+        policy_service.add_policy(conn, ctx, "p, bob, path:/open/*, read, allow")
+        first = fact_service.store_fact(conn, ctx, NewFact("/open", "v1"))
+        hidden = fact_service.store_fact(
+            conn, ctx, NewFact("/closed", "v2", supersedes_id=first["id"])
+        )
+        last = fact_service.store_fact(
+            conn, ctx, NewFact("/open", "v3", supersedes_id=hidden["id"])
+        )
+        middle = fact_service.hydrate(conn, ctx, [hidden["id"]])[0]
+    assert (middle["supersedes_id"], middle["superseded_by_id"]) == (first["id"], last["id"])
+    with actor("bob").tx() as (conn, ctx):
+        old, new = fact_service.hydrate(conn, ctx, [first["id"], last["id"]])
+        chains = [fact_service.history(conn, ctx, fid) for fid in (first["id"], last["id"])]
+        listing = fact_service.list_facts(conn, ctx, under="/open")
+        with pytest.raises(NotFound):
+            fact_service.history(conn, ctx, hidden["id"])
+    assert (old["superseded"], old["superseded_by_id"]) == (True, None)
+    assert (new["supersedes_id"], new["superseded"]) == (None, False)
+    assert [[f["id"] for f in chain] for chain in chains] == [[first["id"]], [last["id"]]]
+    assert [f["id"] for f in listing["facts"]] == [last["id"]]

@@ -249,6 +249,9 @@ BAD_LINES = [
     ({"supersedes_id": 999}, "no earlier line"),
     ({"created_at": "yesterday"}, "created_at"),
     ({"embedding": "%%%"}, "base64"),
+    ({"owner": "default\u200b"}, "control or format character (U+200B)"),
+    ({"owner": "cafe\u0301"}, "NFC"),
+    ({"tags": {"k": "v\u202e"}}, "control or format character (U+202E)"),
 ]
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.facts import MAX_ID, BatchIn, Fact, FactIn, FactList, FactsOut
 from app.services import facts as fact_service
 
@@ -32,7 +32,7 @@ def _new(item: FactIn) -> fact_service.NewFact:
     status_code=status.HTTP_201_CREATED,
     response_model=Fact,
     operation_id="store_fact",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
 def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store one fact (superseding another with `supersedes_id`)."""
@@ -45,7 +45,7 @@ def store_fact(body: FactIn, memory: MemoryDep, subject: SubjectDep) -> dict[str
     status_code=status.HTTP_201_CREATED,
     response_model=FactsOut,
     operation_id="store_facts_batch",
-    responses=problems(*AUTHED, 403, 404, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
 def store_facts_batch(body: BatchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Store several facts, all or nothing."""

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from sqlalchemy import text
 
-from app.api.deps import RuntimeDep, SubjectDep
+from app.api.deps import MemoryDep, RuntimeDep, SubjectDep
 from app.api.responses import problems
 from app.db import migrate
 from app.db.engine import read_transaction
@@ -76,10 +76,15 @@ def readyz(rt: RuntimeDep) -> Any:
     operation_id="metrics",
     responses={
         200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}},
-        **problems(401, 500),
+        **problems(401, 403, 500),
     },
 )
-def metrics(request: Request, _subject: SubjectDep) -> Response:
-    """Expose Prometheus metrics (any authenticated subject)."""
+def metrics(request: Request, memory: MemoryDep, subject: SubjectDep) -> Response:
+    """Expose Prometheus metrics (role admin).
+
+    The memory gauges count every fact, whoever may read it: to any other subject
+    they would tell how much it cannot see, and how fast that grows.
+    """
+    memory.require_admin(subject, "metrics need the admin role")
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Path, Response, status
 
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.paths import PathOut
 
 router = APIRouter(prefix="/v1/paths", tags=["paths"])
@@ -44,7 +44,7 @@ def get_path(path: TopicPath, memory: MemoryDep, subject: SubjectDep) -> dict[st
     "/{path:path}/tags",
     response_model=PathOut,
     operation_id="set_path_tags",
-    responses=problems(*AUTHED, 403, 404, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
 )
 def set_path_tags(
     path: TopicPath,

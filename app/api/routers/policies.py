@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response, status
 
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.policies import Policy, PolicyIn, PolicyList
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
@@ -30,7 +30,7 @@ def list_policies(memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     status_code=status.HTTP_201_CREATED,
     response_model=Policy,
     operation_id="add_policy",
-    responses=problems(*AUTHED, 403, 409, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 409),
 )
 def add_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Add a policy line, e.g. `p, alice, path:/work/acme/*, read, allow`."""
@@ -43,7 +43,7 @@ def add_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> dict[s
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     operation_id="remove_policy",
-    responses=problems(*AUTHED, 403, 404, 413),
+    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
 )
 def remove_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> None:
     """Remove a policy line."""

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, problems
+from app.api.responses import AUTHED, WITH_BODY, problems
 from app.schemas.search import MAX_QUERY_CHARS, MAX_RESULTS, Mode, SearchIn, SearchOut, Sort
 from app.usecases.memory import Memory, SearchRequest
 
@@ -69,7 +69,7 @@ def search_facts(
     "",
     response_model=SearchOut,
     operation_id="search_facts_post",
-    responses=problems(*AUTHED, 413, 503),
+    responses=problems(*AUTHED, *WITH_BODY, 503),
 )
 def search_facts_post(body: SearchIn, memory: MemoryDep, subject: SubjectDep) -> dict[str, Any]:
     """Search facts, with the query in a JSON body (for long queries)."""
