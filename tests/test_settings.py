@@ -51,3 +51,48 @@ def test_mixed_algorithm_families_are_refused(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("auth:\n  algorithms: [HS256, RS256]\n")
     with pytest.raises(ConfigError, match=r"auth\.algorithms"):
         load_settings(dirs(tmp_path), env={})
+
+
+def test_database_url_picks_postgres_and_the_password_comes_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "db-password"
+    secret.write_text("s3cret-pass\n")
+    env = {
+        "EMBORNAL_DATABASE__URL": "postgresql+psycopg://embornal@db.internal:5432/memory",
+        "EMBORNAL_DATABASE__PASSWORD_FILE": str(secret),
+        "EMBORNAL_DATABASE__POOL_SIZE": "20",
+        "EMBORNAL_DATABASE__STATEMENT_TIMEOUT_MS": "5000",
+    }
+    s = load_settings(dirs(tmp_path), env=env)
+    url = s.database.sqlalchemy_url()
+    assert url is not None and url.password == "s3cret-pass"
+    assert (url.host, url.database, url.username) == ("db.internal", "memory", "embornal")
+    assert (s.database.pool_size, s.database.statement_timeout_ms) == (20, 5000)
+    # Neither what the CLI shows nor the settings' repr holds the password.
+    assert "s3cret" not in s.database_shown and "s3cret" not in repr(s)
+
+
+def test_a_password_in_the_url_or_the_environment_is_never_shown(tmp_path: Path) -> None:
+    env = {"EMBORNAL_DATABASE__URL": "postgresql+psycopg://u:in-url@h/db"}
+    s = load_settings(dirs(tmp_path), env=env)
+    assert s.database.sqlalchemy_url().password == "in-url"  # type: ignore[union-attr]
+    assert "in-url" not in s.database_shown and "in-url" not in repr(s)
+    env = {"EMBORNAL_DATABASE__URL": "postgresql://u@h/db", "EMBORNAL_DATABASE__PASSWORD": "e"}
+    s = load_settings(dirs(tmp_path), env=env)
+    url = s.database.sqlalchemy_url()
+    assert url is not None and url.password == "e" and url.drivername == "postgresql+psycopg"
+
+
+def test_without_a_url_the_sqlite_file_is_the_memory(tmp_path: Path) -> None:
+    s = load_settings(dirs(tmp_path), env={})
+    assert s.database.sqlalchemy_url() is None and s.database_shown == str(tmp_path / "memory.db")
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u@h/db", "sqlite:///x.db", "postgresql+asyncpg://u@h/db", "not a url"]
+)
+def test_only_a_postgres_url_is_taken_and_the_message_names_the_key(
+    tmp_path: Path, url: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(dirs(tmp_path), env={"EMBORNAL_DATABASE__URL": url})
+    assert "EMBORNAL_DATABASE__URL" in caught.value.detail

@@ -285,3 +285,53 @@ def test_neighbours_show_only_when_readable(actor) -> None:
     assert (new["supersedes_id"], new["superseded"]) == (None, False)
     assert [[f["id"] for f in chain] for chain in chains] == [[first["id"]], [last["id"]]]
     assert [f["id"] for f in listing["facts"]] == [last["id"]]
+
+
+def _at_once(count: int, work) -> tuple[list, list[BaseException]]:
+    """Run work(i) in `count` threads released together; results and errors."""
+    barrier = threading.Barrier(count)
+    results: list = []
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results.append(work(i))
+        except BaseException as exc:  # surfaced to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+def test_concurrent_supersedes_of_one_fact_give_exactly_one_successor(actor, rt) -> None:
+    """No writer queue on PostgreSQL: the unique supersedes_id decides, not a read."""
+    me = actor()
+    with me.tx() as (conn, ctx):
+        old = fact_service.store_fact(conn, ctx, NewFact("/race", "v1"))["id"]
+    results, errors = _at_once(
+        6, lambda i: Memory(rt).store("default", NewFact("/race", f"v2 by {i}", supersedes_id=old))
+    )
+    assert len(results) == 1
+    assert len(errors) == 5 and all(isinstance(e, Conflict) for e in errors), errors
+    with me.tx() as (conn, ctx):
+        superseded = fact_service.get_fact(conn, ctx, old, peek=True)
+        chain = fact_service.history(conn, ctx, old)
+    assert superseded["superseded_by_id"] == results[0]["id"]
+    assert sorted(f["id"] for f in chain) == [old, results[0]["id"]]
+
+
+def test_concurrent_stores_under_one_new_path_make_one_node(actor, rt) -> None:
+    results, errors = _at_once(
+        6, lambda i: Memory(rt).store("default", NewFact("/new/deep/node", f"fact {i}"))
+    )
+    assert errors == [] and len(results) == 6
+    with actor().tx() as (conn, ctx):
+        node = path_service.describe_path(conn, ctx, "/new/deep")
+        assert [c["path"] for c in node["children"]] == ["/new/deep/node"]
+        listed = fact_service.list_facts(conn, ctx, under="/new")["facts"]
+    assert sorted(f["content"] for f in listed) == sorted(f"fact {i}" for i in range(6))

@@ -39,8 +39,11 @@ class Keywords(Protocol):
 
 
 class Vectors(Protocol):
-    # True when nearest-neighbour search runs in the database (else: the in-memory index).
-    in_database: bool
+    @property
+    def in_database(self) -> bool:
+        """True when nearest-neighbour search runs in the database (else: the process's
+        in-memory index, app.services.vector_index)."""
+        ...
 
     def write(self, conn: Connection, fact_id: int, blob: bytes) -> None:
         """Put the fact's float32 vector in the nearest-neighbour index."""
@@ -58,9 +61,11 @@ class Vectors(Protocol):
 
 
 class Backend(Protocol):
-    name: str
-    keywords: Keywords
-    vectors: Vectors
+    @property
+    def keywords(self) -> Keywords: ...
+
+    @property
+    def vectors(self) -> Vectors: ...
 
     def insert(self, table: Table) -> Any:
         """The dialect's INSERT, which has on_conflict_do_update / on_conflict_do_nothing."""
@@ -86,7 +91,7 @@ _BACKENDS: dict[str, Backend] = {}
 def backend(bind: Connection | Engine) -> Backend:
     """The seams of the backend `bind` talks to."""
     name = bind.dialect.name
-    found = _BACKENDS.get(name)
+    found: Backend | None = _BACKENDS.get(name)
     if found is None:
         if name == "postgresql":
             from app.db.dialects.postgresql import PostgresBackend
@@ -97,4 +102,5 @@ def backend(bind: Connection | Engine) -> Backend:
 
             found = SqliteBackend()
         _BACKENDS[name] = found
+    assert found is not None
     return found

@@ -13,7 +13,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.tables import facts_fts, facts_vec
 
-_FTS = literal_column("facts_fts")
+_FTS: Any = literal_column("facts_fts")
 
 
 class SqliteKeywords:
