@@ -24,6 +24,7 @@ try:  # typer >= 0.20 vendors click; its exceptions live there
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
+from app.acl.enforcer import SubjectIsRole
 from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.runtime import LOCAL_SUBJECT, open_runtime
@@ -222,6 +223,9 @@ def token_issue(
     from app.auth.tokens import issue_token, parse_duration
 
     lifetime = parse_duration(expires)
+    # The server would refuse a role's name as a subject (401): say so now instead.
+    with memory() as mem:
+        mem.refuse_role_name(subject)
     now = datetime.now(UTC).replace(microsecond=0)
     token = issue_token(settings(), subject, lifetime, now=now)
     if as_json:
@@ -323,7 +327,7 @@ def memory_tag(
     remove: Annotated[list[str] | None, typer.Option("--remove", help="key to remove")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Set or remove tags on a path (facts below inherit them, nearest wins)."""
+    """Set or remove tags on a path (facts below inherit them, nearest wins; needs `tag`)."""
     new_tags = parse_tag_options(tag)
     with memory() as mem:
         node = mem.tag_path(ME, path, set_tags=new_tags, remove=remove or [])
@@ -596,7 +600,7 @@ def policy_list(as_json: JsonOpt = False) -> None:
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line."""
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
     with memory() as mem:
         added = mem.add_policy(ME, line)
     typer.echo(f"added: {added['line']}")
@@ -617,6 +621,10 @@ def main() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code != 0:
             sys.exit(code)
+    except SubjectIsRole as exc:
+        # The owner at the console may know why (a server tells a client nothing).
+        typer.echo(f"error: {exc.reason}", err=True)
+        sys.exit(1)
     except EmbornalError as exc:
         typer.echo(f"error: {exc.detail}", err=True)
         sys.exit(1)

@@ -26,6 +26,7 @@ from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
 from app.runtime import Runtime, open_runtime
+from app.services.embed_worker import start_worker
 from app.settings import Settings
 from app.usecases.memory import Memory
 
@@ -50,12 +51,18 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
         rt = runtime or open_runtime(settings, load_model=True)
+        worker = None
         try:
             app.state.runtime = rt
             app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
+            # With a model, facts waiting for one (the /memory starter facts, imports,
+            # stores made without a model) are embedded in the background.
+            worker = app.state.embed_worker = start_worker(rt)
             yield
         finally:
+            if worker is not None:
+                worker.stop()
             if owned:
                 rt.close()
 

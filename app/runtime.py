@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction
+from app.embeddings.query_cache import QueryCache
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -35,6 +36,7 @@ class Runtime:
     model_problem: str | None = None  # why there is no embedder, for readiness
     model_load_seconds: float | None = None
     vector_index: VectorIndex = field(default_factory=VectorIndex)
+    query_cache: QueryCache = field(default_factory=QueryCache)
 
     def verify_width(self) -> None:
         """Stop (StartupError) unless config, meta and the loaded model agree on the width."""

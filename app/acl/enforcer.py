@@ -5,10 +5,17 @@ adapter. Any change to that table, by the API, the CLI or an import, bumps
 meta.policy_version (a trigger does it), and every request compares that number
 with the one its enforcer was loaded at: a change made either way takes effect
 on the next request of a running server.
+
+Subjects and roles are separate namespaces (SPEC: Access control). Casbin's g()
+holds for a name and itself, so a subject named like a role would match every
+line written for that role: a token whose `sub` is `admin` would be an admin.
+`for_subject` is where a request's subject meets the loaded policies, so it
+refuses such a subject there, for every front end alike.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,10 +34,36 @@ from app.acl.model import (
     EVERYONE,
     ObjectPattern,
     Resource,
+    may_grant,
     object_match,
     parse_object,
 )
+from app.auth.tokens import UNAUTHORIZED_MESSAGE
 from app.db.tables import meta
+from app.errors import Unauthorized
+
+log = logging.getLogger(__name__)
+
+
+class SubjectIsRole(Unauthorized):
+    """A subject named like a role: refused like any bad token; `reason` is for the log.
+
+    The detail is the one every authentication failure gives (app.auth.tokens), so a
+    caller learns nothing about which names are roles.
+    """
+
+    def __init__(self, subject: str) -> None:
+        super().__init__(UNAUTHORIZED_MESSAGE)
+        self.subject = subject
+        self.reason = (
+            f"subject {subject!r} is a role name (the second field of a g line, or "
+            f"{EVERYONE!r} or {ADMIN!r}); subjects and roles are separate namespaces"
+        )
+
+
+def role_names(enforcer: casbin.Enforcer) -> frozenset[str]:
+    """Every name that is a role: the second field of a g line, plus everyone and admin."""
+    return frozenset({EVERYONE, ADMIN, *(rule[1] for rule in enforcer.get_grouping_policy())})
 
 
 def build_enforcer(engine: Engine) -> casbin.Enforcer:
@@ -40,6 +73,7 @@ def build_enforcer(engine: Engine) -> casbin.Enforcer:
     adapter = Adapter(engine, create_table=False)
     enforcer = casbin.Enforcer(model, adapter)
     enforcer.add_function("objectMatch", object_match)
+    enforcer.add_function("mayGrant", may_grant)
     return enforcer
 
 
@@ -173,11 +207,20 @@ class AccessControl:
         self._engine = engine
         self._lock = threading.Lock()
         self._enforcer: casbin.Enforcer | None = None
+        # (roles, the enforcer they were read from): swapped whole, so threads agree.
+        self._roles_of: tuple[frozenset[str], casbin.Enforcer | None] = (frozenset(), None)
         self._version = -1
         self._subjects: dict[str, Access] = {}
 
     def for_subject(self, conn: Connection, subject: str) -> Access:
+        """The subject's access under the current policies; SubjectIsRole for a role name."""
         enforcer = self.current(conn)
+        if subject in self.roles(enforcer):
+            refused = SubjectIsRole(subject)
+            # Warning, not debug: an identity provider or a token issuer hands out a
+            # role's name, which the operator must fix (or someone is trying it).
+            log.warning("refused a request: %s", refused.reason)
+            raise refused
         access = self._subjects.get(subject)
         if access is None or access.enforcer is not enforcer:
             # One Access per subject and enforcer, so its rules and fragments are reused.
@@ -185,6 +228,14 @@ class AccessControl:
                 self._subjects.clear()
             access = self._subjects[subject] = Access(subject, enforcer, self._engine.dialect)
         return access
+
+    def roles(self, enforcer: casbin.Enforcer) -> frozenset[str]:
+        """The role names of `enforcer` (computed once per loaded enforcer)."""
+        roles, loaded_for = self._roles_of
+        if loaded_for is not enforcer:
+            roles = role_names(enforcer)
+            self._roles_of = (roles, enforcer)
+        return roles
 
     def current(self, conn: Connection) -> casbin.Enforcer:
         version = policy_version(conn)

@@ -5,6 +5,13 @@ effective tags. A policy object names a node (`path:/a/b`), a subtree with its
 own root (`path:/a/b/*`), or an attribute (`tag:key=value`). A deny beats every
 allow, and no policy means no access. Every authenticated subject is a member of
 the role `everyone` without a `g` line of its own (SPEC: Access control).
+
+What a rule can grant depends on who chooses the attributes it matches. A reader
+chooses nothing, so `read` and `delete` may be granted by path or tag rules. A
+writer chooses the tags of the fact it stores, and path tags change what others
+see beneath a node, so `write` and `tag` are granted by path rules alone: a tag
+rule naming them can only deny. The matcher says this itself (`mayGrant`), so
+that Casbin's enforce() stays the one oracle for every decision.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from app.identifiers import hidden_character
 
 EVERYONE = "everyone"
 ADMIN = "admin"
-ACTIONS = ("read", "write", "delete")
+ACTIONS = ("read", "write", "delete", "tag")
+# Actions whose allow must come from a path rule: the actor picks the tags involved.
+PATH_GRANTED_ACTIONS = frozenset({"write", "tag"})
 EFFECTS = ("allow", "deny")
 
 CASBIN_MODEL = """
@@ -36,7 +45,8 @@ g = _, _
 e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
 
 [matchers]
-m = (g(r.sub, p.sub) || g("everyone", p.sub)) && r.act == p.act && objectMatch(r.obj, p.obj)
+m = (g(r.sub, p.sub) || g("everyone", p.sub)) && r.act == p.act && objectMatch(r.obj, p.obj) \
+    && (p.eft == "deny" || mayGrant(p.obj, p.act))
 """
 
 SEGMENT = r"[a-z0-9][a-z0-9._-]{0,63}"
@@ -110,6 +120,15 @@ def object_match(request_obj: str, policy_obj: str) -> bool:
     return pattern.matches(path, tags)
 
 
+def may_grant(policy_obj: str, action: str) -> bool:
+    """Casbin matcher function: can an allow on `policy_obj` grant `action` at all?
+
+    A tag object cannot grant `write` or `tag`: a writer could otherwise give its
+    fact (or node) the very tag that lets it write there.
+    """
+    return not (action in PATH_GRANTED_ACTIONS and policy_obj.startswith("tag:"))
+
+
 @dataclass(frozen=True)
 class PolicyLine:
     """A policy line as the seed writes it: `p, alice, path:/a/*, read, allow` or `g, alice, r`."""
@@ -142,11 +161,19 @@ def parse_policy_line(line: str) -> PolicyLine:
             raise InvalidInput(f"policy action {action!r} is not one of {', '.join(ACTIONS)}")
         if effect not in EFFECTS:
             raise InvalidInput(f"policy effect {effect!r} is not allow or deny")
+        if effect == "allow" and not may_grant(obj, action):
+            # It would be silently ignored by the matcher: say so instead.
+            raise InvalidInput(
+                f"a tag rule cannot allow {action!r} (the writer chooses the tags); "
+                f"allow it on a path (path:/a/b or path:/a/b/*), or use the tag rule to deny"
+            )
     elif ptype == "g":
         if len(values) != 2:
             raise InvalidInput("a g line has two fields: g, SUBJECT, ROLE")
         for name in values:
             _check_subject(name)
+        if values[0] == values[1]:
+            raise InvalidInput(f"a g line gives {values[0]!r} to itself")
     else:
         raise InvalidInput(f"a policy line starts with p or g, not {ptype!r}")
     return PolicyLine(ptype, values)

@@ -9,13 +9,16 @@ from pydantic import BaseModel, Field
 
 class Permission(BaseModel):
     subject: str = Field(description="The principal the rule is written for")
-    object: str
-    action: str
-    effect: str
+    object: str = Field(description="path:/a/b (a node), path:/a/b/* (a subtree) or tag:key=value")
+    action: str = Field(
+        description="read, write, delete or tag (setting path tags). Only a path rule "
+        "allows write or tag; a tag rule naming them can only deny."
+    )
+    effect: str = Field(description="allow or deny; a deny beats every allow")
 
 
 class WhoAmI(BaseModel):
-    subject: str
+    subject: str = Field(description="The token's `sub`; never a role name")
     roles: list[str] = Field(description="Roles held, `everyone` included")
     permissions: list[Permission]
 
@@ -40,3 +43,10 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
+    pending_embeddings: int | None = Field(
+        default=None,
+        description=(
+            "Facts waiting for an embedding (semantic search cannot find them yet); "
+            "a server with a model embeds them in the background"
+        ),
+    )

@@ -10,7 +10,15 @@ from app.schemas.common import RequestModel
 class PolicyIn(RequestModel):
     line: str = Field(
         max_length=1024,
-        examples=["p, alice, path:/work/acme/*, read, allow", "g, alice, team-acme"],
+        description=(
+            "`p, SUBJECT, OBJECT, ACTION, EFFECT` with ACTION read, write, delete or tag, "
+            "or `g, MEMBER, ROLE`. A g line may not make a name in use as a subject a role."
+        ),
+        examples=[
+            "p, alice, path:/work/acme/*, read, allow",
+            "p, alice, path:/work/acme/*, tag, allow",
+            "g, alice, team-acme",
+        ],
     )
 
 

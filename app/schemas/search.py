@@ -38,16 +38,50 @@ class SearchIn(RequestModel):
 
 
 class Scores(BaseModel):
-    """The scores a result was ranked by; which ones are present depends on the mode."""
+    """The scores a result was ranked by; which ones are present depends on the mode.
 
-    bm25: float | None = Field(default=None, description="FTS5 bm25: lower is better")
-    cosine: float | None = Field(default=None, description="Cosine similarity to the query")
-    rrf: float | None = Field(default=None, description="Reciprocal rank fusion (hybrid)")
+    None of them depends on facts the reader cannot see: keyword and fused scores
+    come from positions among the reader's own results, cosine from the fact and
+    the query alone.
+    """
+
+    keyword: float | None = Field(
+        default=None,
+        description=(
+            "Keyword rank score, 1/position among the keyword matches you can see "
+            "(1 for the best, 0.5 for the second...). Facts holding every content word "
+            "of the query come before those holding only some."
+        ),
+    )
+    all_words: bool | None = Field(
+        default=None,
+        description=(
+            "Keyword match: true when the fact holds every content word of the query "
+            "(stop words such as 'the' or 'or' never count), false when it holds some "
+            "of them (the relaxed match that fills the page)"
+        ),
+    )
+    cosine: float | None = Field(
+        default=None, description="Cosine similarity of the fact's embedding to the query's"
+    )
+    rrf: float | None = Field(
+        default=None,
+        description=(
+            "Hybrid: reciprocal rank fusion, the sum of 1/(60 + position) over the "
+            "semantic ranking and the ranking of facts holding every content word "
+            "(facts holding only some of them do not count in hybrid mode)"
+        ),
+    )
 
 
 class SearchResult(BaseModel):
     fact: Fact
-    score: float = Field(description="What the results are ordered by (higher is better)")
+    score: float = Field(
+        description=(
+            "What the results are ordered by, higher is better: `keyword` in keyword "
+            "mode, `cosine` in semantic mode, `rrf` in hybrid mode"
+        )
+    )
     scores: Scores
 
 

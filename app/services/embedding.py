@@ -92,41 +92,72 @@ def rebuild_vectors(conn: Connection, width: int) -> None:
     conn.execute(delete(vector_log))
 
 
+def fill_vector(conn: Connection, fact_id: int, vector: bytes) -> bool:
+    """Give a waiting fact its embedding; False (and nothing written) when someone
+    else filled it meanwhile, or it is no longer waiting."""
+    from app.services.facts import write_vector
+
+    # The caller holds the write lock (BEGIN IMMEDIATE): nobody fills it between
+    # this check and the write.
+    waiting = conn.execute(
+        select(facts.c.id).where(facts.c.id == fact_id, facts.c.embedding.is_(None))
+    ).scalar()
+    if waiting is not None:
+        write_vector(conn, fact_id, vector)
+    return waiting is not None
+
+
+def embed_pending_batch(
+    engine: Engine, embedder: Embedder, *, after: int, size: int
+) -> tuple[int, int] | None:
+    """Embed the next `size` waiting facts with ids above `after`: (how many got
+    their vector, the last id looked at), or None when nothing waits there.
+
+    The model runs with no transaction open; the vectors are then written in one
+    short write transaction, so the write lock is held for milliseconds whatever
+    the model's speed.
+    """
+    with read_transaction(engine) as conn:
+        rows = conn.execute(
+            select(facts.c.id, facts.c.content)
+            .where(facts.c.embedding.is_(None), facts.c.deleted_at.is_(None), facts.c.id > after)
+            .order_by(facts.c.id)
+            .limit(size)
+        ).all()
+    if not rows:
+        return None
+    vectors = embedder.embed_documents([row.content for row in rows])
+    with write_transaction(engine) as conn:
+        filled = sum(
+            fill_vector(conn, row.id, to_blob(vector))
+            for row, vector in zip(rows, vectors, strict=True)
+        )
+    return filled, int(rows[-1].id)
+
+
 def reindex(
     engine: Engine,
     embedder: Embedder,
     *,
     batch_size: int = 64,
     on_batch: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> int:
     """Embed the pending queue in batches, each committed on its own, so an
-    interrupted run keeps what it did and the next run goes on from there."""
-    from app.services.facts import write_vector
+    interrupted run keeps what it did and the next run goes on from there.
 
+    Returns how many facts it embedded. The CLI's `memory reindex` and the
+    server's background worker (app.services.embed_worker) both run this.
+    """
     with read_transaction(engine) as conn:
         total = pending_count(conn)
     done, after = 0, 0
-    while True:
-        with read_transaction(engine) as conn:
-            rows = conn.execute(
-                select(facts.c.id, facts.c.content)
-                .where(facts.c.embedding.is_(None), facts.c.deleted_at.is_(None))
-                .where(facts.c.id > after)
-                .order_by(facts.c.id)
-                .limit(batch_size)
-            ).all()
-        if not rows:
-            return done
-        vectors = embedder.embed_documents([row.content for row in rows])
-        with write_transaction(engine) as conn:
-            for row, vector in zip(rows, vectors, strict=True):
-                # Only a fact still waiting: another writer may have filled it meanwhile.
-                still = conn.execute(
-                    select(facts.c.id).where(facts.c.id == row.id, facts.c.embedding.is_(None))
-                ).scalar()
-                if still is not None:
-                    write_vector(conn, row.id, to_blob(vector))
-        done += len(rows)
-        after = rows[-1].id
+    while should_stop is None or not should_stop():
+        batch = embed_pending_batch(engine, embedder, after=after, size=batch_size)
+        if batch is None:
+            break
+        filled, after = batch
+        done += filled
         if on_batch is not None:
             on_batch(done, total)
+    return done

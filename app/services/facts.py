@@ -74,25 +74,30 @@ def _time(value: float | None) -> datetime | None:
 # --- reading -----------------------------------------------------------------
 
 
-def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
-    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
-    links: list[dict[str, Any]] = []
-    seen: set[str] = set()
+def _link_paths(content: str) -> list[str]:
+    """The folded paths of [[/path]] links, first occurrence first; not-paths skipped."""
+    out: list[str] = []
     for raw in LINK.findall(content):
         try:
             path = fold_path(raw)
         except InvalidInput:
             continue  # not a path: the text stays as written, there is no link
-        if path in seen:
-            continue
-        seen.add(path)
-        try:
-            path_service.describe_path(conn, ctx, path)
-            exists = True
-        except NotFound:
-            exists = False
-        links.append({"path": path, "exists": exists})
-    return links
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def parse_links(conn: Connection, ctx: Context, content: str) -> list[dict[str, Any]]:
+    """[[/path]] links, folded; `exists` is true only for a node the subject can see."""
+    return links_of(conn, ctx, [content])[0]
+
+
+def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """parse_links for a page of facts at once: one visibility check for all their links."""
+    per_fact = [_link_paths(content) for content in contents]
+    wanted = {path for links in per_fact for path in links}
+    visible = path_service.visible_nodes(conn, ctx, wanted) if wanted else {}
+    return [[{"path": p, "exists": p in visible} for p in links] for links in per_fact]
 
 
 def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -151,6 +156,9 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
         if older_ids
         else set()
     )
+    links = dict(
+        zip(rows, links_of(conn, ctx, [row.content for row in rows.values()]), strict=True)
+    )
     out = []
     for fid in ids:
         row = rows.get(fid)
@@ -165,7 +173,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[dict[str
                 "owner": row.owner,
                 "tags": dict(sorted(own[fid].items())),
                 "effective_tags": dict(sorted(effective[fid].items())),
-                "links": parse_links(conn, ctx, row.content),
+                "links": links[fid],
                 "supersedes_id": (
                     row.supersedes_id if row.supersedes_id in readable_older else None
                 ),
@@ -268,10 +276,17 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[dict[str, Any]
 # --- writing -----------------------------------------------------------------
 
 
-def fact_resource(conn: Connection, path: str, own_tags: Mapping[str, str]) -> Resource:
-    """The object a write is about: its node, inherited tags under its own tags."""
-    inherited = path_service.path_resource(conn, path).tags
-    return Resource(path, {**inherited, **own_tags})
+def may_store(conn: Connection, ctx: Context, path: str, own_tags: Mapping[str, str]) -> bool:
+    """May the subject store a fact with `own_tags` at `path`?
+
+    Only a path rule grants `write` (the model's mayGrant): the writer chooses the
+    tags. Tag rules deny, and they are asked twice: of the fact as it would be
+    (its own tags over inherited ones) and of the node as it is, so that a deny on
+    a tag the node carries is not dodged by giving the fact another value for it.
+    """
+    node = path_service.path_resource(conn, path)
+    fact = Resource(path, {**node.tags, **own_tags})
+    return ctx.access.can("write", fact) and ctx.access.can("write", node)
 
 
 def _existing_resource(conn: Connection, fact_id: int) -> Resource:
@@ -341,7 +356,7 @@ def store_facts(
         if item.supersedes_id is not None:
             _check_supersede(conn, ctx, item.supersedes_id)
         own_tags = {**item.tags, OWNER_KEY: ctx.subject}
-        if not ctx.access.can("write", fact_resource(conn, item.path, own_tags)):
+        if not may_store(conn, ctx, item.path, own_tags):
             raise Forbidden(f"{ctx.subject} may not write at {item.path}")
         path_id = path_service.ensure_path(conn, item.path, now)
         try:
@@ -359,6 +374,8 @@ def store_facts(
                 .returning(facts.c.id)
             ).scalar_one()
         except IntegrityError:
+            if item.supersedes_id is None:
+                raise  # not a supersede race: a bug to surface, not a 409
             raise Conflict(f"fact {item.supersedes_id} is already superseded") from None
         conn.execute(
             insert(fact_tags),
@@ -378,7 +395,12 @@ def store_fact(
 
 
 def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
-    """Superseding changes the old fact: it must be readable, current and writable."""
+    """Superseding changes the old fact: it must be readable, current and writable.
+
+    Writable as a store is: a path rule on the old fact's node grants it, a tag rule
+    on its effective tags can only deny, so `owner=<subject>` does not let a subject
+    retire its old facts in places where it may no longer write.
+    """
     _readable_row(conn, ctx, old_id, include_deleted=False)
     taken = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old_id)).scalar()
     if taken is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select
@@ -93,21 +94,39 @@ def _node_fact_count(conn: Connection, ctx: Context, path_id: int) -> int:
 
 
 def _visible_node(conn: Connection, ctx: Context, path: str) -> int:
-    """The node's id if the subject may see it, else NotFound (as if it did not exist).
-
-    A node is visible when its subtree holds a fact the subject may read, or the
-    subject may write there; otherwise its very name could leak (think /secrets/...).
-    """
-    node = find_path_id(conn, path)
+    """The node's id if the subject may see it, else NotFound (as if it did not exist)."""
+    node = visible_nodes(conn, ctx, [path]).get(path)
     if node is None:
         raise NotFound(f"path {path} not found")
-    if node == ROOT_PATH_ID:
-        return node
-    if _subtree_fact_count(conn, ctx, [node]).get(node, 0) > 0:
-        return node
-    if ctx.access.can("write", path_resource(conn, path)):
-        return node
-    raise NotFound(f"path {path} not found")
+    return node
+
+
+def visible_nodes(conn: Connection, ctx: Context, wanted: Iterable[str]) -> dict[str, int]:
+    """The nodes among `wanted` (folded paths) that the subject may see, by path.
+
+    A node is visible when its subtree holds a fact the subject may read, or the
+    subject may write or tag there; otherwise its very name could leak (think
+    /secrets/...).
+    One query for any number of paths (a page of facts' links), plus an enforcer
+    check for each node with no visible fact beneath.
+    """
+    found = dict(
+        conn.execute(
+            select(paths.c.path, paths.c.id).where(paths.c.path.in_(sorted(set(wanted))))
+        ).all()
+    )
+    with_facts = _subtree_fact_count(conn, ctx, [i for i in found.values() if i != ROOT_PATH_ID])
+    return {
+        path: node
+        for path, node in found.items()
+        if node == ROOT_PATH_ID
+        or with_facts.get(node, 0) > 0
+        or _may_change(ctx, path_resource(conn, path))
+    }
+
+
+def _may_change(ctx: Context, node: Resource) -> bool:
+    return ctx.access.can("write", node) or ctx.access.can("tag", node)
 
 
 def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, Any]:
@@ -121,7 +140,7 @@ def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, An
     children = []
     for row in child_rows:
         count = counts.get(row.id, 0)
-        if count == 0 and not ctx.access.can("write", path_resource(conn, row.path)):
+        if count == 0 and not _may_change(ctx, path_resource(conn, row.path)):
             continue
         children.append({"path": row.path, "fact_count": count})
     return {
@@ -134,26 +153,29 @@ def describe_path(conn: Connection, ctx: Context, raw_path: str) -> dict[str, An
     }
 
 
-def _writable_node(conn: Connection, ctx: Context, path: str) -> int:
-    """The node's id if the subject may write there; 404 if it may not even see it."""
-    if not ctx.access.can("write", path_resource(conn, path)):
-        _visible_node(conn, ctx, path)
-        raise Forbidden(f"{ctx.subject} may not write at {path}")
-    node = find_path_id(conn, path)
-    if node is None:
-        raise NotFound(f"path {path} not found")
-    return node
+def _taggable_node(conn: Connection, ctx: Context, path: str, new: dict[str, str]) -> None:
+    """Forbidden unless the subject may `tag` the node; NotFound if it may not even see it.
+
+    `tag` is granted by a path rule alone (tags on a node change what others see
+    beneath it: visibility=public publishes a subtree). Tag rules deny, asked of
+    the node as it is and as it would be with `new`, so a deny on the tag being
+    set holds as well as one on the tags the node carries.
+    """
+    node = path_resource(conn, path)
+    after = Resource(path, {**node.tags, **new})
+    if ctx.access.can("tag", node) and ctx.access.can("tag", after):
+        return
+    _visible_node(conn, ctx, path)
+    raise Forbidden(f"{ctx.subject} may not change tags at {path}")
 
 
 def set_path_tags(
     conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]
 ) -> dict[str, Any]:
-    """Set (add or replace) tags on a node, creating the node if the subject may write there."""
+    """Set (add or replace) tags on a node, creating the node if the subject may tag there."""
     path = fold_path(raw_path)
     checked = dict(check_tag(k, v) for k, v in tags.items())
-    if not ctx.access.can("write", path_resource(conn, path)):
-        _visible_node(conn, ctx, path)  # 404 when the subject cannot even see it
-        raise Forbidden(f"{ctx.subject} may not write at {path}")
+    _taggable_node(conn, ctx, path, checked)
     node = ensure_path(conn, path, ctx.clock())
     backend(conn).lock_tree(conn)
     for key, value in checked.items():
@@ -165,8 +187,12 @@ def set_path_tags(
 
 
 def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> None:
+    """Remove one tag from a node; needs `tag` there, as setting does."""
     path = fold_path(raw_path)
-    node = _writable_node(conn, ctx, path)
+    _taggable_node(conn, ctx, path, {})
+    node = find_path_id(conn, path)
+    if node is None:
+        raise NotFound(f"path {path} not found")
     backend(conn).lock_tree(conn)
     deleted = conn.execute(
         delete(path_tags).where(path_tags.c.path_id == node, path_tags.c.key == key.lower())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, insert, select
+from sqlalchemy import ColumnElement, Connection, and_, delete, insert, or_, select
 
-from app.acl.model import PolicyLine, parse_policy_line
-from app.db.tables import casbin_rule
-from app.errors import Conflict, Forbidden, NotFound
+from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
+from app.db.tables import casbin_rule, facts
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.services.context import Context
 
 _COLUMNS = [casbin_rule.c.v0, casbin_rule.c.v1, casbin_rule.c.v2, casbin_rule.c.v3]
@@ -33,9 +33,83 @@ def list_policies(conn: Connection, ctx: Context) -> list[PolicyLine]:
     return lines
 
 
+# The subject the command line acts as (app.runtime.LOCAL_SUBJECT): never a role,
+# or the owner at the console would lose the memory to whoever holds the role.
+LOCAL_SUBJECT = "default"
+
+
+def role_names(conn: Connection) -> set[str]:
+    """Every role: the second field of a g line, plus everyone and admin."""
+    named = conn.execute(select(casbin_rule.c.v1).where(casbin_rule.c.ptype == "g")).scalars()
+    return {EVERYONE, ADMIN, *named}
+
+
+def refuse_role_name(conn: Connection, subject: str) -> None:
+    """InvalidInput when `subject` is a role name: no token may be made for it."""
+    if subject in role_names(conn):
+        raise InvalidInput(
+            f"{subject!r} is a role name, not a subject: subjects and roles are separate "
+            "namespaces, and a token for it would be refused"
+        )
+
+
+def subject_use(conn: Connection, name: str) -> str | None:
+    """Why `name` counts as a subject (a line or a fact naming it as one), or None.
+
+    Only meaningful for a name that is not a role: a role is also the first field
+    of p lines (its rights) and of g lines (a role hierarchy).
+    """
+    if name == LOCAL_SUBJECT:
+        return "the command line acts as it"
+    if conn.execute(select(facts.c.id).where(facts.c.owner == name).limit(1)).first():
+        return "it owns facts"
+    named = conn.execute(
+        select(casbin_rule.c.ptype, casbin_rule.c.v1)
+        .where(
+            casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g")
+        )
+        .limit(1)
+    ).first()
+    if named is None:
+        return None
+    if named.ptype == "p":
+        return "a p line gives it rights; to make it a role, add the g line before its p lines"
+    return f"it is a member of {named.v1!r}"
+
+
+def check_role_collision(conn: Connection, line: PolicyLine) -> None:
+    """Refuse a `g, MEMBER, ROLE` line that would make a subject's name a role.
+
+    The rule: ROLE must already be a role (the second field of a g line, or
+    `everyone`/`admin`), or else not be in use as a subject. A name that is not
+    a role is in use as a subject when it is `default` (the command line's
+    subject), owns a fact, is the first field of a p line, or is the first field
+    of a g line. Otherwise the subject would be locked out (its tokens are refused,
+    see app.acl.enforcer) and its rights, its own facts included, would pass to
+    every member of the new role. MEMBER may be anything: a role there makes a
+    role hierarchy (`g, team, staff` where team is a role), which changes no name's
+    namespace.
+
+    To create a role and give it rights, add its first g line before its p lines
+    (a p line for a name no g line names yet reads as a subject's rights).
+    """
+    if line.ptype != "g":
+        return
+    role = line.values[1]
+    if role in role_names(conn):
+        return
+    why = subject_use(conn, role)
+    if why is not None:
+        raise InvalidInput(
+            f"{role!r} is a subject ({why}), so it cannot be made a role; "
+            "subjects and roles are separate namespaces"
+        )
+
+
 def add_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
     _require_admin(ctx)
     line = parse_policy_line(text)
+    check_role_collision(conn, line)
     if conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
         raise Conflict(f"policy already present: {line}")
     values = dict(zip(("v0", "v1", "v2", "v3"), line.values, strict=False))

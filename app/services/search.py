@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from app.db.dialects import backend
 from app.db.tables import facts
 from app.embeddings.base import Embedder
+from app.embeddings.query_cache import QueryCache
 from app.errors import InvalidInput, Unavailable
 from app.services import facts as fact_service
 from app.services.context import Context
@@ -32,64 +33,41 @@ Mode = Literal["keyword", "semantic", "hybrid"]
 SearchSort = Literal["relevance", "strength"]
 MAX_QUERY_CHARS = 4000
 MAX_TERMS = 64
+# Hybrid fuses the semantic ranking with the STRICT keyword tier only, by reciprocal
+# rank fusion (k=60, equal weights). On bench/quality.py (60 questions, minilm-l6) the
+# relaxed tier's facts, which share one word of a question, pushed the answers down:
+# recall@5 0.775 with them, 0.950 without (semantic alone 0.875); k (10-60) and the
+# weights (0.7-2x) barely moved the strict-only figures, score-based fusion did no better.
 RRF_K = 60
+# Each half of a hybrid search ranks this deep, so that a fact low in one list but high
+# in the other can still reach the page. 20, 30 or 50 gave the same quality figures;
+# the semantic half's exact re-scoring grows with it, so the least of them.
+HYBRID_DEPTH = 20
+HYBRID_DEPTH_FACTOR = 2
 # Exact re-scoring looks at least this many visible candidates: enough that the
 # binary coarse ranking keeps recall@10 above 0.95 (bench/search_bench.py).
 MIN_RESCORED = 400
-# A word in more than this share of facts is left out of the relaxed (OR) query.
-RELAX_MAX_SHARE = 0.05
-RELAX_MAX_WORDS = 4
+# Words that carry no topic: they never decide whether a fact matches (a fact that
+# shares only "the" or "or" with a question is not an answer to it). Question words
+# are here too, since agents ask in sentences. Single letters (the "s" of "what's",
+# which the tokenizer splits off) count as stop words as well.
 STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "he",
-        "i",
-        "if",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "she",
-        "so",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "which",
-        "who",
-        "will",
-        "with",
-        "you",
-    ]
+    """
+    a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing don down
+    during each few for from further had has have having he her here hers herself
+    him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same
+    she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when
+    where which while who whom why will with would you your yours yourself
+    yourselves
+    """.split()  # noqa: SIM905 (a list of 130 strings reads worse)
 )
 # The best EXACT_RERANK x limit int8-scored candidates are re-scored in float32.
 EXACT_RERANK = 3
 _TERM = re.compile(r"\w", re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def _invalid(field: str, message: str) -> InvalidInput:
@@ -142,36 +120,48 @@ def _fts_ranked(
         fetch *= 4
 
 
-def keyword_ranking(
-    conn: Connection, filters: list[Any], q: str, want: int
-) -> list[tuple[int, float]]:
-    """(fact id, bm25) best first; bm25 is lower-is-better as FTS5 gives it.
+def _is_content(chunk: str) -> bool:
+    """A chunk carries a topic when one of its words is not a stop word."""
+    return any(
+        (len(word) > 1 and word not in STOPWORDS) or word.isdigit()
+        for word in _WORD.findall(chunk.lower())
+    )
 
-    Facts holding every word, best first. When no visible fact holds them all, facts
-    holding any of the query's *selective* words instead: words found in more than
-    RELAX_MAX_SHARE of all facts (the, of, value ...) would make the relaxed query
-    score most of the memory for almost no ranking signal, so they are left out.
+
+@dataclass(frozen=True)
+class KeywordHit:
+    fact_id: int
+    all_words: bool  # holds every content word of the query (the strict tier)
+
+
+def keyword_ranking(
+    conn: Connection, filters: list[Any], q: str, want: int, *, relax: bool = True
+) -> list[KeywordHit]:
+    """Up to `want` visible facts, best first: those holding every content word, then
+    (with `relax`), when fewer than `want` visible facts hold them all, those holding
+    any of them.
+
+    Stop words never decide a match. Which words are asked for, and whether the
+    relaxed tier runs, depend on the query and on facts the reader can see only:
+    no document frequency or other whole-memory count chooses anything here. The
+    ORDER within a tier is FTS5's bm25, whose statistics (document frequencies,
+    average length) cover the whole table: that residual channel is documented
+    in the README ("Search"). Callers get positions, never bm25 values.
     """
     chunks = fts_chunks(q)
     if not chunks:
         return []
-    # Function words are in most facts: requiring them filters almost nothing and
-    # makes FTS5 walk their very long doclists. A query of only such words keeps them.
-    strict = [c for c in chunks if c[1:-1].lower() not in STOPWORDS] or chunks
-    ranked = _fts_ranked(conn, filters, strict, want)
-    if ranked or len(chunks) == 1:
-        return ranked
-    # No visible fact holds every word: fall back to any of the selective ones.
-    # (max(id) stands in for the number of facts: exact enough for a share, and free.)
-    total = conn.execute(select(func.max(facts.c.id))).scalar() or 0
-    frequency = {c: backend(conn).keywords.document_frequency(conn, c) for c in chunks}
-    selective = [c for c in chunks if 0 < frequency[c] <= max(RELAX_MAX_SHARE * total, 50)]
-    if not selective:
-        return ranked
-    # The rarest words carry most of bm25's signal; a long question's other words
-    # would only make FTS5 score thousands more facts.
-    rarest = sorted(selective, key=lambda c: (frequency[c], c))[:RELAX_MAX_WORDS]
-    return _fts_ranked(conn, filters, rarest, want, any_word=True)
+    content = [c for c in chunks if _is_content(c)]
+    # A query of stop words alone ("to be or not to be") must hold all of them.
+    strict = _fts_ranked(conn, filters, content or chunks, want)
+    hits = [KeywordHit(fid, True) for fid, _ in strict]
+    if not relax or len(hits) >= want or len(content) < 2:
+        return hits
+    # Every strict match is also a relaxed one: ask for that many more.
+    seen = {hit.fact_id for hit in hits}
+    relaxed = _fts_ranked(conn, filters, content, want + len(hits), any_word=True)
+    hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
+    return hits[:want]
 
 
 def _exact(
@@ -247,7 +237,7 @@ class Query:
 class Ranking:
     mode: Mode
     order: list[tuple[int, float]]  # (fact id, the score it was ranked by), best first
-    scores: dict[int, dict[str, float]]
+    scores: dict[int, dict[str, Any]]  # the page's facts only
     sort: SearchSort = "relevance"
 
 
@@ -262,9 +252,14 @@ def prepare(
     tags: Sequence[str] | None = None,
     min_strength: float | None = None,
     sort: SearchSort = "relevance",
+    cache: QueryCache | None = None,
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
-    transaction opens, so a search never holds the database while the model runs."""
+    transaction opens, so a search never holds the database while the model runs.
+
+    The query is embedded once (or taken from `cache`), and both halves of a
+    hybrid search share that vector.
+    """
     fact_service.check_limit(limit)
     if not q or not q.strip():
         raise _invalid("q", "q must hold some text to search for")
@@ -278,40 +273,68 @@ def prepare(
         if embedder is None:
             reason = model_problem or "no embedding model is loaded"
             raise Unavailable(f"{mode} search needs an embedding model: {reason}")
-        vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
+        if cache is not None:
+            vector = cache.embed_query(embedder, q)
+        else:
+            vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
     return Query(q, mode, limit, vector, under, tuple(tags or ()), min_strength, sort)
 
 
+def keyword_score(position: int) -> float:
+    """1 for the best keyword match, 1/2 for the next...: a rank, never a statistic."""
+    return 1.0 / position
+
+
+def fuse(
+    keyword: Sequence[KeywordHit], semantic: Sequence[tuple[int, float]], limit: int
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of the two halves, best first, `limit` of them.
+
+    Positions only, so the fused score of a result depends on the query and the
+    facts the reader can see, nothing else.
+    """
+    fused: dict[int, float] = {}
+    for ranking in ([hit.fact_id for hit in keyword], [fid for fid, _ in semantic]):
+        for position, fid in enumerate(ranking, start=1):
+            fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + position)
+    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+
+
 def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ranking:
-    """Rank the facts the subject may see; reads only (a read transaction will do)."""
+    """Rank the facts the subject may see; reads only (a read transaction will do).
+
+    Each half runs once; scores are made for the page alone.
+    """
     filters = _filters(ctx, query.under, query.tags, query.min_strength)
-    limit, scores = query.limit, {}
-    order: list[tuple[int, float]]
+    limit = query.limit
+    scores: dict[int, dict[str, Any]] = {}
     if query.mode == "keyword":
-        ranked = keyword_ranking(conn, filters, query.q, limit)
-        scores = {fid: {"bm25": bm25} for fid, bm25 in ranked}
-        order = [(fid, -bm25) for fid, bm25 in ranked]
+        hits = keyword_ranking(conn, filters, query.q, limit)
+        order = []
+        for position, hit in enumerate(hits, start=1):
+            score = keyword_score(position)
+            order.append((hit.fact_id, score))
+            scores[hit.fact_id] = {"keyword": score, "all_words": hit.all_words}
         return Ranking(query.mode, order, scores, query.sort)
     assert query.vector is not None
-    depth = limit if query.mode == "semantic" else max(2 * limit, 50)
+    depth = limit if query.mode == "semantic" else max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
     vectors = backend(conn).vectors
     if vectors.in_database:
         semantic = vectors.nearest(conn, filters, query.vector, depth)
     else:
         semantic = semantic_ranking(conn, filters, index, query.vector, depth)
-    for fid, distance in semantic:
-        scores.setdefault(fid, {})["cosine"] = 1.0 - distance
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
-        return Ranking(query.mode, order, scores, query.sort)
-    keyword = keyword_ranking(conn, filters, query.q, depth)
-    for fid, bm25 in keyword:
-        scores.setdefault(fid, {})["bm25"] = bm25
-    fused: dict[int, float] = {}
-    for ranking in (keyword, semantic):
-        for position, (fid, _) in enumerate(ranking, start=1):
-            fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + position)
-    order = sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
+        return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
+    keyword = keyword_ranking(conn, filters, query.q, depth, relax=False)
+    order = fuse(keyword, semantic, limit)
+    page = {fid for fid, _ in order}
+    for position, hit in enumerate(keyword, start=1):
+        if hit.fact_id in page:
+            scores[hit.fact_id] = {"keyword": keyword_score(position), "all_words": hit.all_words}
+    for fid, distance in semantic:
+        if fid in page:
+            scores.setdefault(fid, {})["cosine"] = 1.0 - distance
     for fid, value in order:
         scores[fid]["rrf"] = value
     return Ranking(query.mode, order, scores, query.sort)

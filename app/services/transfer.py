@@ -94,6 +94,8 @@ EXPORT_TYPE = "embornal-export"
 FORMAT_VERSION = 1
 # The migration that writes a new memory's content; a memory holding exactly that is fresh.
 SEED_MIGRATION = "migrations.versions.0001_initial"
+# Later migrations that add default policy lines: a fresh memory holds theirs too.
+POLICY_MIGRATIONS = ("migrations.versions.0002_tag_action",)
 LOCAL_SEED_OWNER = "default"
 SEED_PATHS = frozenset({"/", "/memory"})
 
@@ -505,11 +507,36 @@ def import_memory(conn: Connection, ctx: Context, data: ExportFile) -> ImportRep
     report.paths_added = (
         conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
     )
-    for record in data.policies:
+    for record in _in_adding_order(data.policies):
         with suppress(Conflict):  # already present: "added if absent"
             policy_service.add_policy(conn, ctx, str(record.policy))
             report.policies_added += 1
     return report
+
+
+def _in_adding_order(policies: list[PolicyRecord]) -> list[PolicyRecord]:
+    """g lines first, each role made before it appears as a member; then p lines.
+
+    add_policy refuses to make a name that is in use as a subject a role (see
+    app.services.policies.check_role_collision), and a p line or a membership
+    written before the role exists reads as such a use. An export lists p lines
+    first, so the file's order would refuse its own roles.
+    """
+    parents: dict[str, set[str]] = {}
+    for record in policies:
+        if record.policy.ptype == "g":
+            member, role = record.policy.values
+            parents.setdefault(member, set()).add(role)
+
+    def height(name: str, seen: frozenset[str] = frozenset()) -> int:
+        # How many role links lie above `name`; a cycle counts once.
+        above = parents.get(name, set()) - seen
+        return 1 + max((height(r, seen | {name}) for r in above), default=-1) if above else 0
+
+    g_lines = [r for r in policies if r.policy.ptype == "g"]
+    # `g, alice, team` must come before `g, team, staff`: higher roles' lines go last.
+    g_lines.sort(key=lambda r: -height(r.policy.values[1]))
+    return g_lines + [r for r in policies if r.policy.ptype != "g"]
 
 
 def is_fresh(conn: Connection) -> bool:
@@ -543,7 +570,9 @@ def is_fresh(conn: Connection) -> bool:
         select(casbin_rule.c.ptype, *(casbin_rule.c[f"v{i}"] for i in range(6)))
     ).all()
     present = sorted(tuple(v for v in row if v) for row in rules)
-    defaults = sorted(tuple(v for v in rule if v) for rule in seed.DEFAULT_POLICIES)
+    default_rules = list(seed.DEFAULT_POLICIES)
+    default_rules += [importlib.import_module(m).TAG_POLICY for m in POLICY_MIGRATIONS]
+    defaults = sorted(tuple(v for v in rule if v) for rule in default_rules)
     return present == defaults
 
 

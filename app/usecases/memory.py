@@ -206,6 +206,7 @@ class Memory:
             tags=request.tags,
             min_strength=request.min_strength,
             sort=request.sort,
+            cache=rt.query_cache,
         )
         with self.transaction(subject) as (conn, ctx):
             ranking = search_service.rank(conn, ctx, query, rt.vector_index)
@@ -221,6 +222,11 @@ class Memory:
                 "roles": ctx.access.roles,
                 "permissions": ctx.access.permissions(),
             }
+
+    def refuse_role_name(self, name: str) -> None:
+        """InvalidInput when `name` is a role's: it could not be a token's subject."""
+        with read_transaction(self.runtime.engine) as conn:
+            policy_service.refuse_role_name(conn, name)
 
     def require_admin(self, subject: str, message: str) -> None:
         """Forbidden unless the subject holds the admin role (for operators' routes)."""

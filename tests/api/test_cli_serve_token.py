@@ -95,3 +95,23 @@ def test_serve_runs_the_app_with_settings_and_options(
     assert seen["host"] == "127.0.0.1"
     assert seen["proxy_headers"] is True
     assert seen["status"] == 200
+
+
+def test_token_issue_refuses_a_role_name(settings: Settings) -> None:
+    home = settings.dirs.config_dir
+    for role in ("admin", "everyone"):
+        result = run(home, "token", "issue", "--subject", role)
+        assert result.returncode == 1 and result.stdout == ""
+        assert result.stderr.startswith(f"error: {role!r} is a role name")
+        assert result.stderr.count("\n") == 1
+    assert run(home, "policy", "add", "g, alice, reader").returncode == 0
+    refused = run(home, "token", "issue", "--subject", "reader")
+    assert refused.returncode == 1 and "role name" in refused.stderr
+    assert run(home, "token", "issue", "--subject", "alice").returncode == 0
+
+
+def test_policy_add_refuses_a_colliding_g_line_in_one_line(settings: Settings) -> None:
+    result = run(settings.dirs.config_dir, "policy", "add", "g, bob, default")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: 'default' is a subject")
+    assert result.stderr.count("\n") == 1

@@ -24,6 +24,7 @@ def test_ready_without_a_model_says_why(client: TestClient, rt: Runtime) -> None
     assert body["database"]["ok"] and body["migrations"]["ok"]
     assert body["model"]["loaded"] is False
     assert body["model"]["reason"] == rt.model_problem
+    assert body["pending_embeddings"] == 7  # the /memory starter facts wait for a model
 
 
 def test_not_ready_when_migrations_are_behind(client: TestClient, rt: Runtime) -> None:

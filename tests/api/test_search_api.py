@@ -26,7 +26,7 @@ def test_keyword_search_get_and_post(client: TestClient, auth: Auth) -> None:
     body = got.json()
     assert body["mode"] == "keyword"  # no model loaded: keyword is the default
     assert body["results"][0]["fact"]["id"] == target["id"]
-    assert body["results"][0]["scores"]["bm25"] is not None
+    assert body["results"][0]["scores"]["keyword"] == 1.0
     assert body["results"][0]["fact"]["recall_count"] == 1  # a search hands content out
 
     posted = client.post(
@@ -133,3 +133,28 @@ def test_hostile_queries_never_give_a_5xx(
                 assert response.headers["content-type"].startswith("application/problem+json")
             else:
                 assert isinstance(response.json()["results"], list)
+
+
+def test_a_readers_keyword_scores_do_not_move_when_hidden_facts_arrive(
+    client: TestClient, auth: Auth, add_policy
+) -> None:
+    add_policy("p, alice, path:/alice/*, read, allow")
+    for word in ("one", "two"):
+        _store(client, auth, "/alice/notes", f"kestrel nest {word}")
+    _store(client, auth, "/alice/notes", "kestrel sighting")
+
+    def alice_search() -> list[tuple[int, dict]]:
+        response = client.get(
+            "/v1/search",
+            params={"q": "kestrel nest", "peek": True, "mode": "keyword"},
+            headers=auth("alice"),
+        )
+        assert response.status_code == 200, response.text
+        return [(r["fact"]["id"], r["scores"]) for r in response.json()["results"]]
+
+    before = alice_search()
+    assert [scores["all_words"] for _, scores in before] == [True, True, False]
+    hidden = [{"path": "/bob", "content": f"kestrel nest nest {i}"} for i in range(200)]
+    response = client.post("/v1/facts/batch", json={"facts": hidden}, headers=auth("default"))
+    assert response.status_code == 201, response.text
+    assert alice_search() == before

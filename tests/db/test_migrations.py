@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import inspect
 
 from app.db import migrate
-from app.db.engine import make_engine, read_transaction
+from app.db.engine import make_engine, read_transaction, write_transaction
 from app.errors import StartupError
 from app.runtime import open_runtime
 from tests.conftest import make_settings
@@ -40,7 +40,51 @@ def test_up_down_up(tmp_path: Path) -> None:
     migrate.upgrade(engine, 32)
     with read_transaction(engine) as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM facts").scalar() >= 5
-        assert conn.exec_driver_sql("SELECT count(*) FROM casbin_rule").scalar() == 5
+        assert conn.exec_driver_sql("SELECT count(*) FROM casbin_rule").scalar() == 6
+    engine.dispose()
+
+
+TAG_LINE = "SELECT count(*) FROM casbin_rule WHERE ptype = 'p' AND v0 = 'default' " + (
+    "AND v1 = 'path:/*' AND v2 = 'tag' AND v3 = 'allow'"
+)
+
+
+def test_0002_gives_default_tag_on_the_whole_tree_and_takes_it_back(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path / "m.db")
+    migrate.upgrade(engine, 32, "0001")  # a memory made before the `tag` action
+    with read_transaction(engine) as conn:
+        assert conn.exec_driver_sql(TAG_LINE).scalar() == 0
+        version = conn.exec_driver_sql(
+            "SELECT value FROM meta WHERE key = 'policy_version'"
+        ).scalar()
+    migrate.upgrade(engine, 32)
+    with read_transaction(engine) as conn:
+        assert conn.exec_driver_sql(TAG_LINE).scalar() == 1
+        # Running servers reload their rules: the change bumped the version.
+        assert (
+            conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'policy_version'").scalar()
+            != version
+        )
+    # An owner's own `tag` line survives a downgrade; only the migration's goes.
+    with write_transaction(engine) as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+            "VALUES ('p', 'alice', 'path:/a/*', 'tag', 'allow')"
+        )
+    migrate.downgrade(engine, "0001")
+    with read_transaction(engine) as conn:
+        assert migrate.current_revision(conn) == "0001"
+        assert conn.exec_driver_sql(TAG_LINE).scalar() == 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM casbin_rule").scalar() == 6
+    # Added if absent: an upgrade where the owner already wrote the line adds no twin.
+    with write_transaction(engine) as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+            "VALUES ('p', 'default', 'path:/*', 'tag', 'allow')"
+        )
+    migrate.upgrade(engine, 32)
+    with read_transaction(engine) as conn:
+        assert conn.exec_driver_sql(TAG_LINE).scalar() == 1
     engine.dispose()
 
 

@@ -168,6 +168,32 @@ def test_links_are_parsed_on_read(actor) -> None:
     ]
 
 
+def test_hydrating_a_page_costs_the_same_queries_for_2_facts_or_20(actor) -> None:
+    from sqlalchemy import event
+
+    me = actor()
+    with me.tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn,
+            ctx,
+            [
+                NewFact(f"/h/{i}", f"fact {i} links [[/h/{i + 1}]] and [[/memory]]")
+                for i in range(20)
+            ],
+        )
+    ids = [fact["id"] for fact in stored]
+
+    def statements(page: list[int]) -> int:
+        seen: list[str] = []
+        with me.tx() as (conn, ctx):
+            event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
+            hydrated = fact_service.hydrate(conn, ctx, page)
+        assert [fact["id"] for fact in hydrated] == page
+        return len(seen)
+
+    assert statements(ids) == statements(ids[:2])
+
+
 def test_one_level_listing_of_a_path(actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):

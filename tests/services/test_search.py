@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
@@ -41,7 +42,7 @@ def test_a_rare_exact_token_finds_its_fact_by_keyword(actor) -> None:
     found = find(me, "OPS-48213", mode="keyword")
     assert found["mode"] == "keyword"
     assert found["results"][0]["fact"]["id"] == target[0]["id"]
-    assert "bm25" in found["results"][0]["scores"]
+    assert found["results"][0]["scores"] == {"keyword": 1.0, "all_words": True}
 
 
 @pytest.mark.parametrize(
@@ -106,9 +107,11 @@ def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
     ]
     store(me, items, model)
     with write_transaction(rt.engine) as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
-            "VALUES ('p', 'carol', 'tag:group=g3', 'read', 'allow')"
+        conn.execute(
+            text(
+                "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+                "VALUES ('p', 'carol', 'tag:group=g3', 'read', 'allow')"
+            )
         )
     carol = actor("carol")
     for mode in MODES:
@@ -159,6 +162,97 @@ def test_hybrid_fuses_both_rankings(actor, rt, model) -> None:
     found = find(me, "ZX-9001 zeta", rt=rt, mode="hybrid")
     top = found["results"][0]
     assert top["fact"]["id"] == facts[0]["id"]
-    assert {"rrf", "bm25"} <= set(top["scores"])
+    assert {"rrf", "keyword", "cosine"} <= set(top["scores"])
     scores = [r["score"] for r in found["results"]]
     assert scores == sorted(scores, reverse=True)
+
+
+# --- keyword pages: strict tier, relaxed fill, stop words, hidden facts -------------
+
+
+def grant(rt, *lines: str) -> None:
+    with write_transaction(rt.engine) as conn:
+        for line in lines:
+            ptype, *values = [v.strip() for v in line.split(",")]
+            conn.execute(
+                text("INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) VALUES (:p, :a, :b, :c, :d)"),
+                dict(zip("pabcd", (ptype, *values), strict=True)),
+            )
+
+
+def page(found) -> list[tuple[int, dict]]:
+    return [(r["fact"]["id"], r["scores"]) for r in found["results"]]
+
+
+def test_keyword_fills_the_page_with_strict_matches_first(actor) -> None:
+    me = actor()
+    both = store(me, [NewFact("/k", f"glacier retreat survey {i}") for i in range(3)])
+    some = store(
+        me,
+        [NewFact("/k", f"glacier photo {i}") for i in range(4)]
+        + [NewFact("/k", f"retreat booking {i}") for i in range(4)],
+    )
+    store(me, [NewFact("/k", "the sea or the sky")])  # shares only stop words
+    found = find(me, "the glacier or the retreat", mode="keyword", limit=10, peek=True)
+    results = found["results"]
+    assert len(results) == 10  # 11 facts share a content word: the page is full
+    assert {r["fact"]["id"] for r in results[:3]} == {f["id"] for f in both}
+    assert [r["scores"]["all_words"] for r in results] == [True] * 3 + [False] * 7
+    assert {r["fact"]["id"] for r in results[3:]} < {f["id"] for f in some}
+    assert [r["score"] for r in results] == [1 / n for n in range(1, 11)]
+    # When enough facts hold every word, the relaxed tier is not needed at all.
+    found = find(me, "glacier retreat", mode="keyword", limit=3, peek=True)
+    assert [r["scores"]["all_words"] for r in found["results"]] == [True] * 3
+
+
+def test_a_stop_word_overlap_never_matches(actor) -> None:
+    me = actor()
+    store(me, [NewFact("/s", "tea or coffee for the team"), NewFact("/s", "what it is")])
+    assert find(me, "the zebra or a giraffe", mode="keyword")["results"] == []
+    assert find(me, "what's the zebra's name?", mode="keyword")["results"] == []
+    # Stop words alone still find what holds them all.
+    assert len(find(me, "what it is", mode="keyword")["results"]) == 1
+
+
+def test_keyword_fills_only_with_facts_the_reader_may_see(actor, rt) -> None:
+    me = actor()
+    mine = store(me, [NewFact("/mine/a", "orchid care"), NewFact("/mine/b", "orchid light")])
+    store(me, [NewFact("/theirs", f"orchid care notes {i}") for i in range(20)])
+    grant(rt, "p, alice, path:/mine/*, read, allow")
+    found = find(actor("alice"), "orchid care", mode="keyword", limit=10, peek=True)
+    assert [r["fact"]["id"] for r in found["results"]] == [mine[0]["id"], mine[1]["id"]]
+    assert [r["scores"]["all_words"] for r in found["results"]] == [True, False]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_scores_do_not_move_when_hidden_facts_are_added(actor, rt, model, mode) -> None:
+    owner = actor()
+    # Same length and word counts within each tier: bm25 ties, so the order is the
+    # facts' ids whatever the whole-table statistics are.
+    store(owner, [NewFact("/alice", f"lantern harbor {w}") for w in ("one", "two")], model)
+    store(owner, [NewFact("/alice", f"lantern quay {w}") for w in ("one", "two", "six")], model)
+    grant(rt, "p, alice, path:/alice/*, read, allow")
+    alice = actor("alice")
+    before = page(find(alice, "lantern harbor", rt=rt, mode=mode, limit=10, peek=True))
+    assert len(before) == 5
+    hidden = [NewFact("/bob", f"harbor harbor lantern dock {i}") for i in range(300)]
+    hidden += [NewFact("/bob", f"lantern {i}") for i in range(300)]
+    store(owner, hidden, model)
+    after = page(find(alice, "lantern harbor", rt=rt, mode=mode, limit=10, peek=True))
+    assert after == before
+
+
+def test_the_relaxed_words_do_not_depend_on_hidden_facts(actor, rt) -> None:
+    owner = actor()
+    mine = store(owner, [NewFact("/alice", "comet sighting"), NewFact("/alice", "nebula map")])
+    grant(rt, "p, alice, path:/alice/*, read, allow")
+    alice = actor("alice")
+    before = page(find(alice, "comet nebula", mode="keyword", peek=True))
+    assert {fid for fid, _ in before} == {f["id"] for f in mine}
+    # Hidden facts make "comet" a very common word of the memory: the reader's own
+    # relaxed match must not lose it. (The ORDER may change: bm25's statistics cover
+    # the whole table, the residual channel the README names.)
+    store(owner, [NewFact("/bob", f"comet {i}") for i in range(400)])
+    after = page(find(alice, "comet nebula", mode="keyword", peek=True))
+    assert {fid for fid, _ in after} == {fid for fid, _ in before}
+    assert [scores for _, scores in after] == [scores for _, scores in before]

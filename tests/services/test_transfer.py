@@ -389,3 +389,29 @@ def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) 
     assert report.facts == 7 and target.stat().st_size > 0
     with pytest.raises(InvalidInput, match="live memory"):
         transfer.backup_database(rt.engine, rt.settings.database_path, force=True)
+
+
+def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
+    rich: Runtime, other: Runtime
+) -> None:
+    # In this order add_policy takes them; an export lists p lines first, and the
+    # role hierarchy's upper line before a membership of the lower role may come.
+    with Memory(rich).transaction(write=True) as (conn, ctx):
+        for line in (
+            "g, dana, team",
+            "p, team, path:/team/*, read, allow",
+            "g, team, staff",
+            "p, staff, path:/projects/*, read, allow",
+        ):
+            policy_service.add_policy(conn, ctx, line)
+    lines = export_lines(rich)
+    policies = [json.loads(line)["line"] for line in lines if '"type":"policy"' in line]
+    assert policies.index("p, team, path:/team/*, read, allow") < policies.index("g, dana, team")
+    # The hierarchy's lines swapped: `g, team, staff` first, which a naive import
+    # would take to make team a subject before `g, dana, team` makes it a role.
+    upper = next(i for i, line in enumerate(lines) if '"g, team, staff"' in line)
+    lower = next(i for i, line in enumerate(lines) if '"g, dana, team"' in line)
+    lines[upper], lines[lower] = lines[lower], lines[upper]
+    import_lines(other, lines)
+    with Memory(other).transaction("dana") as (_conn, ctx):
+        assert ctx.access.roles == ["everyone", "staff", "team"]

@@ -15,6 +15,7 @@ from app.api.responses import problems
 from app.db import migrate
 from app.db.engine import read_transaction
 from app.schemas.meta import Health, Ready
+from app.services.embedding import pending_count
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
@@ -36,10 +37,12 @@ def readyz(rt: RuntimeDep) -> Any:
     """Report whether the database, its migrations and the model are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
-    and facts wait for `embornal memory reindex`.
+    and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
+    with a model the server embeds them itself).
     """
     database = {"ok": False, "detail": "the database cannot be reached"}
     migrations = {"ok": False, "detail": "not checked: no database"}
+    pending = None
     try:
         with read_transaction(rt.engine) as conn:
             conn.execute(text("SELECT 1"))
@@ -47,6 +50,7 @@ def readyz(rt: RuntimeDep) -> Any:
             current, head = migrate.current_revision(conn), migrate.head_revision()
             if current == head:
                 migrations = {"ok": True, "detail": f"at head {head}"}
+                pending = pending_count(conn)
             else:
                 migrations = {"ok": False, "detail": f"at {current}, head is {head}"}
     except Exception:
@@ -64,6 +68,7 @@ def readyz(rt: RuntimeDep) -> Any:
         "database": database,
         "migrations": migrations,
         "model": model,
+        "pending_embeddings": pending,
     }
     if ok:
         return body
