@@ -411,7 +411,7 @@ def memory_backup(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take a consistent copy of the live memory.db (SQLite online backup).
+    """Take a consistent copy of the live memory (SQLite online backup, or pg_dump).
 
     Safe while a server writes. The copy passes SQLite's and FTS5's integrity
     checks before it replaces FILE, and is readable by its owner only (0600).
@@ -419,7 +419,7 @@ def memory_backup(
     from app.runtime import open_engine
 
     config = settings()
-    if not config.database_path.is_file():
+    if config.database.url is None and not config.database_path.is_file():
         raise EmbornalError(f"there is no memory at {config.database_path}")
     # Not open_runtime: a backup copies the memory as it is, without migrating it.
     engine = open_engine(config)

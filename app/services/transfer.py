@@ -45,6 +45,7 @@ import importlib
 import json
 import math
 import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -813,6 +814,37 @@ def check_copy(conn: Any) -> None:
         raise EmbornalError(f"the copy's keyword index failed its check: {exc}") from None
 
 
+def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> BackupReport | None:
+    """A database server's backup is its own dump tool's (PostgreSQL: pg_dump), run
+    into a private temporary file and renamed over `target` once it succeeded."""
+    tmp = _temp_beside(target, force=force)
+    try:
+        command = backend(engine).dump_command(engine, tmp)
+        if command is None:
+            tmp.unlink()
+            return None
+        argv, env = command
+        started = time.perf_counter()
+        done = subprocess.run(
+            argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            raise EmbornalError(f"{Path(argv[0]).name} failed: {first}")
+        with engine.connect() as conn:
+            fact_count = conn.execute(select(func.count()).select_from(facts)).scalar_one()
+        _publish(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return BackupReport(
+        path=target,
+        size_bytes=target.stat().st_size,
+        facts=int(fact_count),
+        seconds=time.perf_counter() - started,
+    )
+
+
 def backup_database(engine: Engine, target: Path, *, force: bool = False) -> BackupReport:
     """Copy the live memory to `target` with SQLite's online backup, then check the copy.
 
@@ -821,6 +853,9 @@ def backup_database(engine: Engine, target: Path, *, force: bool = False) -> Bac
     reads one snapshot; in WAL mode writers go on meanwhile. The copy is switched to
     a rollback journal so that it is one self-contained file.
     """
+    dumped = _dump_with_server_tool(engine, target, force=force)
+    if dumped is not None:
+        return dumped
     live = engine.url.database
     if live and live != ":memory:" and target.resolve() == Path(live).resolve():
         raise InvalidInput("the backup cannot overwrite the live memory itself")

@@ -263,7 +263,8 @@ class Memory:
             return transfer.import_memory(conn, ctx, data)
 
     def backup(self, target: Path, *, force: bool = False) -> transfer.BackupReport:
-        """A consistent copy of the live database file (SQLite online backup)."""
+        """A consistent copy of the live memory: SQLite's online backup of the file, or
+        on PostgreSQL a pg_dump archive (custom format, for pg_restore)."""
         return transfer.backup_database(self.runtime.engine, target, force=force)
 
     def reindex(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import stat
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from sqlalchemy import func, select
 
 from app.db.dialects import backend
 from app.db.tables import facts, facts_vec
-from app.errors import Conflict, Forbidden, InvalidInput
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -415,3 +416,39 @@ def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
     import_lines(other, lines)
     with Memory(other).transaction("dana") as (_conn, ctx):
         assert ctx.access.roles == ["everyone", "staff", "team"]
+
+
+@pytest.fixture
+def postgres_only(backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("PostgreSQL's backup")
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_backup_of_postgres_is_a_private_pg_dump_archive(
+    rt: Runtime, tmp_path: Path, monkeypatch
+) -> None:
+    import pgserver
+
+    # The wheel's pg_dump matches its server; a machine's older one would refuse it.
+    tools = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    target = tmp_path / "memory.dump"
+    report = Memory(rt).backup(target)
+    assert report.facts == 7 and report.path == target
+    assert target.read_bytes()[:5] == b"PGDMP"  # pg_restore's custom format
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    with pytest.raises(Conflict, match="--force"):
+        Memory(rt).backup(target)
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_backup_of_postgres_without_pg_dump_says_how(
+    rt: Runtime, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(Unavailable, match="pg_dump --format=custom"):
+        Memory(rt).backup(out / "memory.dump")
+    assert list(out.iterdir()) == []  # no temporary file left behind

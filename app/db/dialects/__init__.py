@@ -19,6 +19,7 @@ compiled per dialect, in app.db.dialects.functions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -77,6 +78,11 @@ class Backend(Protocol):
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         """Rows were inserted with their ids given: later inserts must not reuse them."""
+        ...
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        """The server's own dump tool writing `target` (argv, environment), or None where
+        the memory is a file that embornal copies itself (SQLite's online backup)."""
         ...
 
     def lock_tree(self, conn: Connection) -> None:

@@ -7,17 +7,20 @@ vector(width) column with an HNSW index for cosine distance.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pgvector.sqlalchemy import VECTOR
-from sqlalchemy import BigInteger, Connection, Float, Table, any_, bindparam, select, text
+from sqlalchemy import BigInteger, Connection, Engine, Float, Table, any_, bindparam, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.tables import facts, facts_vec
+from app.errors import Unavailable
 
 # The migration's text-search configuration: English stems, no stop words (see there).
 TS_CONFIG = "embornal"
@@ -153,6 +156,24 @@ class PostgresBackend:
             ),
             {"table": table.name, "key": key},
         )
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        """pg_dump's custom format: consistent (one snapshot), compressed, and what
+        pg_restore reads. The password goes in the environment, never on the command
+        line, where other users' `ps` would show it."""
+        pg_dump = shutil.which("pg_dump")
+        if pg_dump is None:
+            raise Unavailable(
+                "this memory is in PostgreSQL and pg_dump is not on PATH: install the "
+                "PostgreSQL client tools, or run on a machine that has them: "
+                "pg_dump --format=custom --file=FILE 'postgresql://USER@HOST/DB' "
+                "(restore with pg_restore --dbname=... FILE)"
+            )
+        url = engine.url
+        env = {"PGPASSWORD": url.password} if url.password else {}
+        libpq = url.set(drivername="postgresql", password=None)
+        dsn = libpq.render_as_string(hide_password=False)
+        return [pg_dump, "--format=custom", f"--file={target}", f"--dbname={dsn}"], env
 
     def lock_tree(self, conn: Connection) -> None:
         # The migration's function: one advisory lock, held to the end of the transaction.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Table, func, literal_column, select, text
+from sqlalchemy import Connection, Engine, Table, func, literal_column, select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -75,6 +76,9 @@ class SqliteBackend:
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         pass  # an INTEGER PRIMARY KEY goes on from the largest id by itself
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        return None  # app.services.transfer copies the file with SQLite's online backup
 
     def lock_tree(self, conn: Connection) -> None:
         pass  # a write transaction holds the database's one write lock already
