@@ -62,6 +62,15 @@ class PostgresForTests:
         admin.dispose()
         return self.url(name)
 
+    def new_empty_database(self) -> URL:
+        """A database with nothing in it: what a first replica migrates on start."""
+        name = f"embornal_empty_{next(self._numbers)}"
+        admin = self.admin()
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        admin.dispose()
+        return self.url(name)
+
     def drop_database(self, url: URL) -> None:
         admin = self.admin()
         with admin.connect() as conn:
