@@ -11,6 +11,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, select
 
 import migrations
+from app.db.dialects import backend
 from app.db.engine import write_transaction
 from app.db.tables import meta
 from app.errors import StartupError
@@ -38,6 +39,7 @@ def current_revision(conn: Connection) -> str | None:
 def upgrade(engine: Engine, width: int, revision: str = "head") -> None:
     """Run the migrations up to `revision`; a new memory's vec0 table gets `width`."""
     with write_transaction(engine) as conn:
+        backend(conn).lock_schema(conn)
         command.upgrade(alembic_config(conn, width), revision)
 
 

@@ -160,3 +160,35 @@ def test_a_policy_added_through_one_replica_is_enforced_by_the_other(
         assert client.post("/v1/policies", json={"line": line}).status_code == 201
     with httpx.Client(base_url=second.base_url, headers=as_alice, timeout=30) as client:
         assert client.get(f"/v1/facts/{fact_id}").status_code == 200
+
+
+def test_two_replicas_migrating_one_new_database_at_once(postgres) -> None:
+    from app.db import migrate
+    from app.db.engine import make_engine
+
+    url = postgres.new_empty_database()
+    engines = [make_engine(url) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def start(n: int) -> None:
+        barrier.wait()
+        try:
+            migrate.upgrade(engines[n], 64)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        with engines[0].connect() as conn:
+            assert migrate.current_revision(conn) == migrate.head_revision()
+            assert migrate.stored_width(conn) == 64
+    finally:
+        for engine in engines:
+            engine.dispose()
+        postgres.drop_database(url)

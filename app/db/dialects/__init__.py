@@ -85,6 +85,10 @@ class Backend(Protocol):
         the memory is a file that embornal copies itself (SQLite's online backup)."""
         ...
 
+    def lock_schema(self, conn: Connection) -> None:
+        """Before migrating: replicas starting at once migrate one after the other."""
+        ...
+
     def lock_tree(self, conn: Connection) -> None:
         """Before changing the tree (a new node, a path tag): one such change at a time,
         since each recomputes inherited tags from what it can see."""

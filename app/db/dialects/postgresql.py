@@ -28,6 +28,8 @@ TS_CONFIG = "embornal"
 # FTS5's unicode61 tokenizer splits them: "ABC-123" is the words abc and 123 on
 # both backends (PostgreSQL's own parser would make a signed number of "-123").
 WORDS_ONLY = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+# The advisory lock a migration holds (any constant no other tool of ours uses).
+SCHEMA_LOCK = 7_342_000
 # Each query asks HNSW for this many candidates at least (pgvector's ef_search).
 EF_SEARCH = 100
 # Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
@@ -174,6 +176,11 @@ class PostgresBackend:
         libpq = url.set(drivername="postgresql", password=None)
         dsn = libpq.render_as_string(hide_password=False)
         return [pg_dump, "--format=custom", f"--file={target}", f"--dbname={dsn}"], env
+
+    def lock_schema(self, conn: Connection) -> None:
+        # A constant key, not a function of the schema: on an empty database there is
+        # none yet. The second replica waits, then finds the schema at head.
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
 
     def lock_tree(self, conn: Connection) -> None:
         # The migration's function: one advisory lock, held to the end of the transaction.

@@ -80,5 +80,8 @@ class SqliteBackend:
     def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
         return None  # app.services.transfer copies the file with SQLite's online backup
 
+    def lock_schema(self, conn: Connection) -> None:
+        pass  # BEGIN IMMEDIATE: the migration holds the one write lock
+
     def lock_tree(self, conn: Connection) -> None:
         pass  # a write transaction holds the database's one write lock already
