@@ -1,5 +1,9 @@
 """Search by keyword (FTS5 bm25), by meaning (vectors), or both (reciprocal rank fusion).
 
+The keyword index and, on PostgreSQL, nearest-neighbour search are the backend's
+(app.db.dialects): tsvector + ts_rank and pgvector HNSW there, FTS5 and the
+process's in-memory vector index on SQLite. The tiers, fusion and filters are here.
+
 Every mode filters inside SQL with the subject's read clause and the request's
 filters, so a page is never starved by filtering after the fact: keyword search
 filters in the FTS query itself, and semantic search keeps examining candidates
