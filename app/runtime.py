@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction
 from app.embeddings.query_cache import QueryCache
+from app.errors import StartupError
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -73,7 +75,15 @@ def open_runtime(
     `check_width=False` is for `reindex --rebuild` alone, which changes the width.
     """
     engine = open_engine(settings)
-    migrate.upgrade(engine, settings.embedding.width)
+    try:
+        migrate.upgrade(engine, settings.embedding.width)
+    except OperationalError as exc:
+        engine.dispose()
+        # The driver's own first line (host, port, what failed) holds no password.
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise StartupError(
+            f"cannot open the memory at {settings.database_shown}: {reason}"
+        ) from None
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
     if load_model:
         from app.services.embedding import attach_model

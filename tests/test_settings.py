@@ -96,3 +96,19 @@ def test_only_a_postgres_url_is_taken_and_the_message_names_the_key(
     with pytest.raises(ConfigError) as caught:
         load_settings(dirs(tmp_path), env={"EMBORNAL_DATABASE__URL": url})
     assert "EMBORNAL_DATABASE__URL" in caught.value.detail
+
+
+def test_an_unreachable_database_stops_start_up_in_one_line_without_the_password(
+    tmp_path: Path,
+) -> None:
+    from app.errors import StartupError
+    from app.runtime import open_runtime
+
+    env = {
+        "EMBORNAL_DATABASE__URL": "postgresql+psycopg://u:sekrit@127.0.0.1:1/db",
+        "EMBORNAL_EMBEDDING__MODEL": "none",
+    }
+    with pytest.raises(StartupError) as caught:
+        open_runtime(load_settings(dirs(tmp_path), env=env))
+    message = caught.value.detail
+    assert "127.0.0.1" in message and "sekrit" not in message and "\n" not in message
