@@ -10,6 +10,7 @@ agree with SQLite on the semantic top 10.
 from __future__ import annotations
 
 import io
+import json
 import random
 import shutil
 from collections.abc import Iterator
@@ -157,9 +158,19 @@ def moved(
     postgres.drop_database(url)
 
 
+def comparable(lines: list[str]) -> list[dict]:
+    """The export's records; the nodes every migration makes (/ and /memory) keep the
+    earlier of the two memories' creation times on import, so those two are left out."""
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        if record["type"] == "path" and record["path"] in ("/", "/memory"):
+            del record["created_at"]
+    return records
+
+
 def test_the_moved_memory_exports_the_same_lines(moved: tuple[Memory, Memory]) -> None:
     source, target = moved
-    assert export(target) == export(source)
+    assert comparable(export(target)) == comparable(export(source))
 
 
 @pytest.mark.parametrize("subject", ["default", "alice"])
