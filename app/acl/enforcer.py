@@ -197,7 +197,9 @@ def _as_text(
     head, sep, where = sql.partition("\nWHERE ")
     if not sep or "WHERE" in head:
         raise RuntimeError("could not render the read fragment")  # a SQLAlchemy change
-    return text(f"({where})")
+    # text() reads ":name" as a bind parameter, and a tag value may start with ":"
+    # (policy "tag:k=:x"); escaped colons are taken as they are.
+    return text(f"({where})".replace(":", "\\:"))
 
 
 class AccessControl:
