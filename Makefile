@@ -32,10 +32,8 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-# make bench BACKEND=postgresql [DATABASE_URL=postgresql+psycopg://user@host/postgres]
-BACKEND ?= sqlite
 bench: $(STAMP)
-	$(BIN)/python -m bench.search_bench --backend $(BACKEND) $(if $(DATABASE_URL),--database-url $(DATABASE_URL))
+	$(BIN)/python -m bench.search_bench
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
@@ -56,6 +57,10 @@ def create_app(
             app.state.runtime = rt
             app.state.memory = Memory(rt, clock=clock)
             app.state.verifier = verifier or TokenVerifier(settings)
+            # The vector index is in memory before the server takes a request: no
+            # /readyz says ready, and no first search pays for the load (~1 s at a
+            # million facts: one read of facts_vec, see app.services.vector_index).
+            await anyio.to_thread.run_sync(rt.load_vector_index)
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
             worker = app.state.embed_worker = start_worker(rt)

@@ -16,9 +16,10 @@ from sqlalchemy.exc import OperationalError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
-from app.db.engine import make_engine, read_transaction
+from app.db.engine import make_engine, read_transaction, write_transaction
 from app.embeddings.query_cache import QueryCache
 from app.errors import StartupError
+from app.services import vector_index
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -45,6 +46,16 @@ class Runtime:
         model_width = self.embedder.width if self.embedder is not None else None
         with read_transaction(self.engine) as conn:
             migrate.check_width(conn, self.settings.embedding.width, model_width)
+
+    def load_vector_index(self) -> None:
+        """Read every code from facts_vec into the in-memory index (readiness waits
+        for this): one sequential read, ~1 s at a million facts (bench/search_bench.py)."""
+        try:
+            with read_transaction(self.engine) as conn:
+                self.vector_index.refresh(conn)
+        except Exception:
+            # Readiness stays false and says so; each search tries the load again.
+            log.exception("the vector index failed to load")
 
     def close(self) -> None:
         self.engine.dispose()
@@ -84,6 +95,13 @@ def open_runtime(
         raise StartupError(
             f"cannot open the memory at {settings.database_shown}: {reason}"
         ) from None
+    # A memory that outgrew its index cells gets new ones (once per 4x growth); the
+    # look is a read, so a start does not queue behind a writer for nothing.
+    with read_transaction(engine) as conn:
+        stale = vector_index.partitions_stale(conn)
+    if stale:
+        with write_transaction(engine) as conn:
+            vector_index.repartition_if_stale(conn)
     runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
     if load_model:
         from app.services.embedding import attach_model

@@ -1,6 +1,6 @@
 """Cost of the compiled ACL fragment on the fact listing.
 
-    python -m bench.acl_bench [--facts 10000] [--runs 300] [--explain] [--analyze]
+    python -m bench.acl_bench [--facts 10000] [--runs 300] [--explain] [--analyze] [--smoke]
 
 Builds a memory of 10k facts over ~300 nodes with fact and path tags, and gives
 the subject `bench` 50 read lines (its own and through a chain of roles and
@@ -33,6 +33,7 @@ from app.db.tables import casbin_rule, fact_tags, facts, path_tags, paths
 from app.services.context import Context
 from app.services.facts import list_facts
 from app.services.visibility import current_only
+from bench import machine
 
 SUBJECT = "bench"
 OWNERS = (SUBJECT, "alice", "bob", "carol", "default")
@@ -281,7 +282,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--explain", action="store_true", help="print the query plans")
     parser.add_argument("--analyze", action="store_true", help="run ANALYZE after the build")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
     args = parser.parse_args()
+    if args.smoke:
+        args.facts, args.runs = 1000, 20
+    machine.report_load()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         engine = build(Path(tmp) / "memory.db", args.facts, analyze=args.analyze)
@@ -291,6 +296,7 @@ def main() -> None:
         finally:
             engine.dispose()
     print()
+    machine.report_load()
     print(
         f"| query ({args.runs} runs) | no ACL p50 | p95 | ACL p50 | p95 | ratio p50 | ratio p95 |"
     )

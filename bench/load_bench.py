@@ -1,6 +1,7 @@
 """Concurrent load on a real `embornal serve`: writes/s and latencies.
 
     python -m bench.load_bench [--duration 20] [--writers 8] [--readers 8] [--model minilm-l6]
+    python -m bench.load_bench --smoke    # 2 s, 2 writers, 2 readers: checks that it works
 
 Starts the server on 127.0.0.1 in a temporary EMBORNAL_HOME (its own key, memory
 and weights; the offline minilm-l6 model unless --model none), then runs the load
@@ -18,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench import machine
 from tests.ops.live import LiveServer, LoadResult, inspect_database, percentile, run_load
 
 
@@ -47,8 +49,7 @@ def table(result: LoadResult, checks: list[tuple[str, str]]) -> str:
     else:
         rows.append(("errors", "none"))
     rows += checks
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+    return "\n".join(["| measure | value |", "|---|---|"] + [f"| {n} | {v} |" for n, v in rows])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--readers", type=int, default=8)
     parser.add_argument("--model", default="minilm-l6", help="minilm-l6 (offline) or none")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.duration, args.writers, args.readers = 2.0, 2, 2
+    machine.report_load()
 
     with tempfile.TemporaryDirectory(prefix="embornal-load-") as tmp:
         server = LiveServer(Path(tmp) / "home", args.model)
@@ -88,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         ("locked in server log", str(locked)),
         ("memory.db checks", "ok" if sound else f"FAILED: {state}"),
     ]
+    machine.report_load()
     print(table(result, checks))
     return 0 if not result.errors and not lost and not locked and sound else 1
 

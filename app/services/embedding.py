@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import Connection, Engine, Integer, String, cast, delete, func, select, update
+from sqlalchemy import Connection, Engine, func, select, update
 
 from app.db.dialects import backend
 from app.db.engine import read_transaction, write_transaction
-from app.db.tables import facts, meta, vector_log
+from app.db.tables import facts, meta
 from app.embeddings.base import Embedder, ModelUnavailable
 from app.embeddings.loader import load_embedder
+from app.services import vector_index
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -79,17 +80,12 @@ def pending_count(conn: Connection) -> int:
 
 
 def rebuild_vectors(conn: Connection, width: int) -> None:
-    """Move the memory to a model of another width, on purpose: recreate facts_vec at
-    `width`, record it in meta, and queue every fact for embedding again."""
-    backend(conn).vectors.recreate(conn, width)
+    """Move the memory to a model of another width, on purpose: forget every code and
+    the cells, record `width` in meta, and queue every fact for embedding again."""
+    backend(conn).vectors.recreate(conn, width)  # PostgreSQL's HNSW table; SQLite: nothing
     conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
     conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
-    conn.execute(
-        update(meta)
-        .where(meta.c.key == "vector_generation")
-        .values(value=cast(cast(meta.c.value, Integer) + 1, String))
-    )
-    conn.execute(delete(vector_log))
+    vector_index.clear_codes(conn)
 
 
 def fill_vector(conn: Connection, fact_id: int, vector: bytes) -> bool:
@@ -160,4 +156,10 @@ def reindex(
         done += filled
         if on_batch is not None:
             on_batch(done, total)
+    # The memory may have outgrown its index cells (a first reindex of a large import).
+    with read_transaction(engine) as conn:
+        stale = vector_index.partitions_stale(conn)
+    if stale:
+        with write_transaction(engine) as conn:
+            vector_index.repartition_if_stale(conn)
     return done

@@ -30,7 +30,7 @@ from app.errors import InvalidInput, Unavailable
 from app.services import facts as fact_service
 from app.services.context import Context
 from app.services.strength import decay_sql
-from app.services.vector_index import VectorIndex
+from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
 
 Mode = Literal["keyword", "semantic", "hybrid"]
@@ -43,14 +43,16 @@ MAX_TERMS = 64
 # recall@5 0.775 with them, 0.950 without (semantic alone 0.875); k (10-60) and the
 # weights (0.7-2x) barely moved the strict-only figures, score-based fusion did no better.
 RRF_K = 60
+# The best EXACT_RERANK x limit visible candidates by int8 similarity (at least
+# MIN_RESCORED) are re-scored exactly from facts.embedding: the int8 order is right
+# to ~1e-3 in cosine, so the true top 10 are among them (bench/search_bench.py).
+MIN_RESCORED = 30
+EXACT_RERANK = 3
 # Each half of a hybrid search ranks this deep, so that a fact low in one list but high
 # in the other can still reach the page. 20, 30 or 50 gave the same quality figures;
 # the semantic half's exact re-scoring grows with it, so the least of them.
 HYBRID_DEPTH = 20
 HYBRID_DEPTH_FACTOR = 2
-# Exact re-scoring looks at least this many visible candidates: enough that the
-# binary coarse ranking keeps recall@10 above 0.95 (bench/search_bench.py).
-MIN_RESCORED = 400
 # Words that carry no topic: they never decide whether a fact matches (a fact that
 # shares only "the" or "or" with a question is not an answer to it). Question words
 # are here too, since agents ask in sentences. Single letters (the "s" of "what's",
@@ -68,8 +70,6 @@ STOPWORDS = frozenset(
     yourselves
     """.split()  # noqa: SIM905 (a list of 130 strings reads worse)
 )
-# The best EXACT_RERANK x limit int8-scored candidates are re-scored in float32.
-EXACT_RERANK = 3
 _TERM = re.compile(r"\w", re.UNICODE)
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -177,11 +177,10 @@ def _exact(
         rows = conn.execute(select(facts.c.id, facts.c.embedding).where(*with_vector)).all()
     else:
         rows = _visible_among(conn, with_vector, ids, [facts.c.embedding])
+    rows = [r for r in rows if len(r.embedding) == 4 * query.shape[0]]
     if not rows:
         return []
-    matrix = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
-    if matrix.shape[1] != query.shape[0]:
-        return []
+    matrix = np.frombuffer(b"".join(r.embedding for r in rows), dtype="<f4").reshape(len(rows), -1)
     distances = 1.0 - matrix @ query
     return [(row.id, float(d)) for row, d in zip(rows, distances, strict=True)]
 
@@ -195,32 +194,60 @@ def semantic_ranking(
 ) -> list[tuple[int, float]]:
     """(fact id, cosine distance) nearest first, among visible facts that match filters.
 
-    Coarse candidates come in Hamming order; each chunk is scored with the in-memory
-    int8 vectors and kept if visible, until MIN_RESCORED visible ones are scored.
-    The best of those are then scored exactly from facts.embedding.
+    The index hands out candidates from the cells nearest the query, best first by
+    their int8 approximations; each chunk is checked against the filters in SQL
+    until enough visible ones are found, and the best of those are scored exactly
+    from facts.embedding. When the filters keep so few facts that finding enough
+    would mean examining more than a quarter of the index, every visible fact is
+    scored instead: a page never starves.
     """
     index.refresh(conn)
-    candidates = index.candidates(query)
-    needed = max(want, MIN_RESCORED)
-    scored: list[tuple[int, float]] = []
-    # Start wide enough that a subject seeing half the memory needs one round.
-    start, chunk = 0, 2 * needed
-    while start < candidates.total and len(scored) < needed:
-        if start >= candidates.total // 4:
-            # The filters keep few facts: score every visible one exactly instead.
-            exact = _exact(conn, filters, query, None)
-            exact.sort(key=lambda pair: (pair[1], pair[0]))
-            return exact[:want]
-        ids, approx = candidates.chunk(start, start + chunk)
-        keep = {row.id for row in _visible_among(conn, filters, ids, [])}
-        scored += [(fid, float(d)) for fid, d in zip(ids, approx, strict=True) if fid in keep]
-        start += chunk
-        chunk *= 4
+    probe = index.probe(query)
+    needed = max(want * EXACT_RERANK, MIN_RESCORED)
+    with_vector = [*filters, facts.c.embedding.is_not(None)]
+    visible: list[tuple[int, float]] = []
+    seen: set[int] = set()
+    examined = 0
+    # Wide enough that a subject who sees half the memory needs one round.
+    chunk = 2 * needed
+    while len(visible) < needed:
+        ranked, similarity = probe.ranked(max(POOL, round(POOL_SHARE * probe.total)), RANKED_HEAD)
+        if len(ranked) == 0:
+            break
+        start = 0
+        while start < len(ranked):
+            batch = [
+                (fid, 1.0 - float(sim))
+                for fid, sim in zip(
+                    ranked[start : start + chunk].tolist(),
+                    similarity[start : start + chunk].tolist(),
+                    strict=True,
+                )
+                if fid not in seen
+            ]
+            seen.update(fid for fid, _ in batch)
+            examined += len(batch)
+            keep = {r.id for r in _visible_among(conn, with_vector, [f for f, _ in batch], [])}
+            visible += [pair for pair in batch if pair[0] in keep]
+            missing = needed - len(visible)
+            if missing <= 0:
+                break
+            # The share of visible facts so far tells how far the rest would go.
+            share = max(len(visible), 1) / max(examined, 1)
+            if examined + missing / share > probe.total / 4:
+                return _best(_exact(conn, filters, query, None), want)
+            start += chunk
+            chunk *= 2
+    if len(visible) < want and examined < probe.total:
+        # Every cell taken, yet some visible facts were not among any cell's best.
+        return _best(_exact(conn, filters, query, None), want)
+    best = [fid for fid, _ in _best(visible, needed)]
+    return _best(_exact(conn, [], query, best), want)
+
+
+def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
     scored.sort(key=lambda pair: (pair[1], pair[0]))
-    best = [fid for fid, _ in scored[: max(EXACT_RERANK * want, 30)]]
-    exact = _exact(conn, [], query, best)
-    exact.sort(key=lambda pair: (pair[1], pair[0]))
-    return exact[:want]
+    return scored[:want]
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,6 @@ import sqlite_vec
 from sqlalchemy import (
     Connection,
     Engine,
-    Integer,
-    String,
-    cast,
     delete,
     func,
     insert,
@@ -77,15 +74,13 @@ from app.db.tables import (
     casbin_rule,
     fact_tags,
     facts,
-    facts_vec,
-    meta,
     path_tags,
     paths,
-    vector_log,
 )
 from app.errors import Conflict, EmbornalError, Forbidden, InvalidInput
 from app.services import paths as path_service
 from app.services import policies as policy_service
+from app.services import vector_index
 from app.services.context import Context
 from app.services.facts import write_vector
 from app.services.validation import OWNER_KEY, check_content, check_tag, fold_path
@@ -601,17 +596,11 @@ def _check_keeps_admin(policies: list[PolicyRecord], subject: str) -> None:
 def _clear_fresh(conn: Connection) -> None:
     """Remove what the migration wrote so the file's facts keep their ids."""
     conn.execute(delete(fact_tags))
-    conn.execute(delete(facts_vec))
+    # Codes, cells and log go, and a new generation makes running servers' in-memory
+    # indexes reload whole (see app.services.vector_index).
+    vector_index.clear_codes(conn)
     conn.execute(delete(facts))  # the FTS rows go with them (facts_fts_ad)
-    conn.execute(delete(vector_log))
     conn.execute(delete(casbin_rule))
-    # In-memory vector indexes of running servers hold the removed vectors: a new
-    # generation makes them reload whole (see app.services.vector_index).
-    conn.execute(
-        update(meta)
-        .where(meta.c.key == "vector_generation")
-        .values(value=cast(cast(meta.c.value, Integer) + 1, String))
-    )
 
 
 def _import_paths(

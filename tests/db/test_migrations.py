@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.errors import StartupError
 from app.runtime import open_runtime
+from app.services.vector_index import encode
 from tests.conftest import make_settings
 
 EXPECTED = {"paths", "path_closure", "facts", "fact_tags", "path_tags", "meta", "casbin_rule"}
@@ -108,3 +111,56 @@ def test_each_database_gets_its_own_cursor_key(tmp_path: Path) -> None:
         engine.dispose()
     assert all(len(bytes.fromhex(key)) == 32 for key in keys)
     assert keys[0] != keys[1]
+
+
+def test_0004_moves_the_vectors_into_codes_and_back(tmp_path: Path) -> None:
+    """An existing memory: its vec0 float32 copy becomes one code row per embedded
+    fact, and the downgrade rebuilds the vec0 copy from facts.embedding."""
+    before = ScriptDirectory.from_config(migrate.alembic_config()).get_revision("0004")
+    assert before is not None
+    previous = str(before.down_revision)
+    engine = make_engine(tmp_path / "m.db")
+    migrate.upgrade(engine, 32, revision=previous)
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((40, 32)).astype("<f4")
+    with engine.begin() as conn:
+        for k, vector in enumerate(vectors):
+            fid = conn.exec_driver_sql(
+                "INSERT INTO facts (path_id, content, owner, created_at, embedding) "
+                "VALUES (1, ?, 'default', 0, ?) RETURNING id",
+                (f"fact {k}", vector.tobytes()),
+            ).scalar_one()
+            conn.exec_driver_sql(
+                "INSERT INTO facts_vec (fact_id, embedding) VALUES (?, ?)", (fid, vector.tobytes())
+            )
+        ids = [
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT id FROM facts WHERE embedding IS NOT NULL ORDER BY id"
+            )
+        ]
+    migrate.upgrade(engine, 32)
+    with read_transaction(engine) as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT fact_id, list, code FROM facts_vec ORDER BY fact_id"
+        ).all()
+        assert [r[0] for r in rows] == ids
+        assert all(r[1] == 0 for r in rows)
+        assert [r[2] for r in rows] == [encode(v.reshape(1, -1))[0].tobytes() for v in vectors]
+        assert (
+            "vec0"
+            not in conn.exec_driver_sql(
+                "SELECT sql FROM sqlite_master WHERE name = 'facts_vec'"
+            ).scalar_one()
+        )
+    migrate.downgrade(engine, previous)
+    with read_transaction(engine) as conn:
+        back = conn.exec_driver_sql(
+            "SELECT fact_id, embedding FROM facts_vec ORDER BY fact_id"
+        ).all()
+        assert [r[0] for r in back] == ids
+        assert [bytes(r[1]) for r in back] == [v.tobytes() for v in vectors]
+        assert not conn.exec_driver_sql(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'facts_vec_centroids'"
+        ).scalar()
+    engine.dispose()

@@ -168,7 +168,26 @@ def verify_after_restart(server: LiveServer, log: BatchLog) -> dict[str, int]:
         for number, acked_ids in log.acked.items():
             listed = list_all(client, tag=f"batch={batch_tag(number)}")
             assert set(listed) == set(acked_ids), number
+        # The restarted server's vector index holds exactly the codes in the file (it
+        # loaded facts_vec before saying ready), and each whole batch is found by meaning.
+        # (Between two looks at the file: a background embedder may add codes meanwhile.)
+        size = index_size(client)
+        assert len(state.embedded) <= size <= len(inspect_database(server.db_path).embedded)
+        for number in list(log.acked)[-3:]:
+            found = client.get(
+                "/v1/search",
+                params={"q": log.sent[number][0], "mode": "semantic", "limit": 1, "peek": True},
+            )
+            assert found.status_code == 200, found.text
+            assert found.json()["results"][0]["fact"]["content"] == log.sent[number][0]
     return {"whole": whole, "absent": absent}
+
+
+def index_size(client: httpx.Client) -> int:
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200, metrics.text
+    line = next(x for x in metrics.text.splitlines() if x.startswith("embornal_vector_index_size"))
+    return int(float(line.split()[-1]))
 
 
 def test_kill_9_during_batch_ingest(live_server: LiveServer) -> None:

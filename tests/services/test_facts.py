@@ -239,7 +239,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     def broken(*_args, **_kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(fact_service, "write_vector", broken)
+    monkeypatch.setattr(fact_service, "write_vectors", broken)
     with pytest.raises(RuntimeError), me.tx() as (conn, ctx):
         fact_service.store_fact(conn, ctx, NewFact("/crash", "phoenix"), vector=b"\0" * 256)
     with me.tx() as (conn, ctx):

@@ -31,10 +31,15 @@ def healthz() -> dict[str, str]:
     "/readyz",
     response_model=Ready,
     operation_id="readyz",
-    responses={503: {"model": Ready, "description": "Not ready: the database or its schema"}},
+    responses={
+        503: {
+            "model": Ready,
+            "description": "Not ready: the database, its schema or the vector index",
+        }
+    },
 )
 def readyz(rt: RuntimeDep) -> Any:
-    """Report whether the database, its migrations and the model are ready (no auth).
+    """Report whether the database, its migrations, the model and the index are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
     and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
@@ -62,12 +67,19 @@ def readyz(rt: RuntimeDep) -> Any:
         if embedder is not None
         else {"loaded": False, "name": None, "reason": rt.model_problem or "no model loaded"}
     )
-    ok = database["ok"] and migrations["ok"]
+    loaded = rt.vector_index.ready.is_set()
+    index = (
+        {"ok": True, "detail": f"{len(rt.vector_index)} vectors in memory"}
+        if loaded
+        else {"ok": False, "detail": "the vector index is not loaded (see the log)"}
+    )
+    ok = database["ok"] and migrations["ok"] and loaded
     body = {
         "status": "ready" if ok else "unready",
         "database": database,
         "migrations": migrations,
         "model": model,
+        "index": index,
         "pending_embeddings": pending,
     }
     if ok:

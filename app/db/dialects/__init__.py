@@ -46,8 +46,8 @@ class Vectors(Protocol):
         in-memory index, app.services.vector_index)."""
         ...
 
-    def write(self, conn: Connection, fact_id: int, blob: bytes) -> None:
-        """Put the fact's float32 vector in the nearest-neighbour index."""
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        """Put the facts' float32 vectors in the database's nearest-neighbour index."""
         ...
 
     def recreate(self, conn: Connection, width: int) -> None:

@@ -14,14 +14,28 @@ from typing import Any
 
 import numpy as np
 from pgvector.sqlalchemy import VECTOR
-from sqlalchemy import BigInteger, Connection, Engine, Float, Table, any_, bindparam, select, text
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Float,
+    Table,
+    any_,
+    bindparam,
+    column,
+    select,
+    table,
+    text,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.tables import facts, facts_vec
+from app.db.tables import facts
 from app.errors import Unavailable
 
+# facts_vec as the PostgreSQL migration makes it (SQLite's holds codes instead).
+_VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
 # The migration's text-search configuration: English stems, no stop words (see there).
 TS_CONFIG = "embornal"
 # Content and queries are split into runs of letters and digits before parsing, as
@@ -80,15 +94,18 @@ class PostgresKeywords:
 class PostgresVectors:
     in_database = True
 
-    def write(self, conn: Connection, fact_id: int, blob: bytes) -> None:
-        vector = np.frombuffer(blob, dtype="<f4")
-        stmt = pg_insert(facts_vec).values(
-            fact_id=fact_id, embedding=bindparam("v", vector, type_=VECTOR())
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        stmt = pg_insert(_VECTORS).values(
+            fact_id=bindparam("f"), embedding=bindparam("v", type_=VECTOR())
         )
         conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=["fact_id"], set_={"embedding": stmt.excluded.embedding}
-            )
+            ),
+            [
+                {"f": fid, "v": np.frombuffer(blob, dtype="<f4")}
+                for fid, blob in zip(fact_ids, blobs, strict=True)
+            ],
         )
 
     def recreate(self, conn: Connection, width: int) -> None:
@@ -104,7 +121,7 @@ class PostgresVectors:
         fetch = max(OVERFETCH * want, 40)
         conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
         conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
-        distance = facts_vec.c.embedding.op("<=>", return_type=Float())(
+        distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
             bindparam("q", np.asarray(query, dtype=np.float32), type_=VECTOR())
         )
         # The filters are asked per candidate, as a scalar subquery over the fact's row
@@ -114,16 +131,16 @@ class PostgresVectors:
         # 27 ms, against a few ms walking the index).
         visible = (
             select(facts.c.id)
-            .where(facts.c.id == facts_vec.c.fact_id, *filters)
-            .correlate(facts_vec)
+            .where(facts.c.id == _VECTORS.c.fact_id, *filters)
+            .correlate(_VECTORS)
             .scalar_subquery()
         )
-        walk = select(facts_vec.c.fact_id, distance.label("distance")).where(visible.is_not(None))
+        walk = select(_VECTORS.c.fact_id, distance.label("distance")).where(visible.is_not(None))
         rows = conn.execute(walk.order_by(distance).limit(fetch)).all()
         if len(rows) < want:
             base = (
                 select(facts.c.id, distance.label("distance"))
-                .select_from(facts_vec.join(facts, facts.c.id == facts_vec.c.fact_id))
+                .select_from(_VECTORS.join(facts, facts.c.id == _VECTORS.c.fact_id))
                 .where(*filters)
             )
             # The scan gave up (hnsw.max_scan_tuples) before the filters let `want`

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, Table, func, literal_column, select, 
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.tables import facts_fts, facts_vec
+from app.db.tables import facts_fts
 
 _FTS: Any = literal_column("facts_fts")
 
@@ -41,17 +41,11 @@ class SqliteVectors:
     # Each server process keeps its own index in memory (app.services.vector_index).
     in_database = False
 
-    def write(self, conn: Connection, fact_id: int, blob: bytes) -> None:
-        # vec0 has no upsert: replace the row.
-        conn.execute(facts_vec.delete().where(facts_vec.c.fact_id == fact_id))
-        conn.execute(facts_vec.insert().values(fact_id=fact_id, embedding=blob))
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        raise NotImplementedError("SQLite's codes are app.services.vector_index's to write")
 
     def recreate(self, conn: Connection, width: int) -> None:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
-        conn.exec_driver_sql(
-            f"CREATE VIRTUAL TABLE facts_vec USING vec0("
-            f"fact_id INTEGER PRIMARY KEY, embedding float[{int(width)}] distance_metric=cosine)"
-        )
+        pass  # the codes table has no width; app.services.vector_index clears it
 
     def nearest(
         self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
