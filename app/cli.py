@@ -166,7 +166,7 @@ def paths_command(as_json: JsonOpt = False) -> None:
     dirs = state.dirs
     places = {
         "config": dirs.config_file,
-        "database": settings().database_path,
+        "database": settings().database_shown,
         "weights": dirs.weights_dir,
     }
     if as_json:
@@ -180,7 +180,7 @@ def paths_command(as_json: JsonOpt = False) -> None:
 def migrate_command() -> None:
     """Bring the schema of memory.db to head (serve does it too)."""
     with memory():
-        typer.echo(f"memory at {settings().database_path} is at the head revision")
+        typer.echo(f"memory at {settings().database_shown} is at the head revision")
 
 
 @app.command("serve")
@@ -513,7 +513,7 @@ def memory_backup(
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take a consistent copy of the live memory.db (SQLite online backup).
+    """Take a consistent copy of the live memory (SQLite online backup, or pg_dump).
 
     Safe while a server writes. The copy passes SQLite's and FTS5's integrity
     checks before it replaces FILE, and is readable by its owner only (0600).

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
@@ -20,7 +21,7 @@ from app.embeddings import loader
 from app.embeddings.base import Embedder
 from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
-from app.errors import ConfigError
+from app.errors import ConfigError, StartupError
 from app.services import vector_index
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
@@ -121,10 +122,14 @@ class Runtime:
 
 
 def open_engine(settings: Settings) -> Engine:
+    """The SQLite file by default; PostgreSQL when database.url is set."""
+    database = settings.database
     return make_engine(
-        settings.database_path,
-        busy_timeout_ms=settings.database.busy_timeout_ms,
-        cache_size_mb=settings.database.cache_size_mb,
+        database.sqlalchemy_url() or settings.database_path,
+        busy_timeout_ms=database.busy_timeout_ms,
+        cache_size_mb=database.cache_size_mb,
+        pool_size=database.pool_size,
+        statement_timeout_ms=database.statement_timeout_ms,
     )
 
 
@@ -145,6 +150,14 @@ def open_runtime(
     engine = open_engine(settings)
     try:
         migrate.upgrade(engine, settings.embedding.width)
+    except OperationalError as exc:
+        engine.dispose()
+        # The driver's own first line (host, port, what failed) holds no password.
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise StartupError(
+            f"cannot open the memory at {settings.database_shown}: {reason}"
+        ) from None
+    try:
         # A memory that outgrew its index cells gets new ones (once per 4x growth); the
         # look is a read, so a start does not queue behind a writer for nothing.
         with read_transaction(engine) as conn:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from sqlalchemy.engine import URL, make_url
 
 from app.dirs import Dirs, resolve_dirs
 from app.durations import MAX_DURATION, parse_duration
@@ -43,6 +44,48 @@ class DatabaseSettings(_Section):
     path: Path | None = None
     busy_timeout_ms: int = Field(default=30_000, ge=0)
     cache_size_mb: int = Field(default=64, ge=2)
+    # PostgreSQL instead of the SQLite file: a SQLAlchemy URL, postgresql+psycopg://...
+    url: str | None = Field(default=None, repr=False)  # it may hold a password
+    # The password, when the URL holds none: this key (EMBORNAL_DATABASE__PASSWORD), a
+    # file (a mounted secret), or libpq's own PGPASSWORD / ~/.pgpass. Never logged.
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    pool_size: int = Field(default=8, ge=1, le=1000)
+    # PostgreSQL ends a statement that runs longer (0: no limit).
+    statement_timeout_ms: int = Field(default=30_000, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            url = make_url(value)
+        except Exception:
+            raise ValueError("not a database URL (postgresql+psycopg://user@host/db)") from None
+        if url.get_backend_name() != "postgresql":
+            raise ValueError("only a PostgreSQL URL (postgresql+psycopg://...) may be set")
+        if url.get_driver_name() not in ("psycopg", "postgresql"):
+            raise ValueError("the PostgreSQL driver is psycopg: postgresql+psycopg://...")
+        return value
+
+    def sqlalchemy_url(self) -> URL | None:
+        """The PostgreSQL URL with its password filled in, or None for the SQLite file."""
+        if self.url is None:
+            return None
+        url = make_url(self.url).set(drivername="postgresql+psycopg")
+        if url.password is None:
+            if self.password is not None:
+                url = url.set(password=self.password.get_secret_value())
+            elif self.password_file is not None:
+                try:
+                    secret = self.password_file.read_text(encoding="utf-8").strip()
+                except OSError as exc:
+                    raise ConfigError(
+                        f"database.password_file: cannot read {self.password_file}: {exc.strerror}"
+                    ) from None
+                url = url.set(password=secret)
+        return url
 
 
 class EmbeddingSettings(_Section):
@@ -122,6 +165,13 @@ class Settings(_Section):
     @property
     def database_path(self) -> Path:
         return self.database.path or self.dirs.database_file
+
+    @property
+    def database_shown(self) -> str:
+        """Where the memory is, as messages may show it: never with a password."""
+        if self.database.url is None:
+            return str(self.database_path)
+        return make_url(self.database.url).render_as_string(hide_password=True)
 
     @property
     def secret_path(self) -> Path:

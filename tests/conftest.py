@@ -1,15 +1,21 @@
 """Shared fixtures: a memory migrated once per session and copied per test, a clock
-that moves without sleeping, and contexts for any subject."""
+that moves without sleeping, and contexts for any subject.
+
+`backend` says which database the per-test memory is in: "sqlite" here. The service,
+API and ACL suites override it with both backends (BACKENDS), so each of their tests
+runs on a copied SQLite file and on a fresh PostgreSQL database (tests/postgres.py).
+"""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection
+from sqlalchemy.engine import URL
 
 from app.db import migrate
 from app.db.engine import make_engine
@@ -19,6 +25,7 @@ from app.runtime import Runtime, open_runtime
 from app.services.context import Context
 from app.settings import Settings
 from app.usecases.memory import Memory
+from tests.postgres import PostgresForTests
 
 TEST_WIDTH = 64
 DAY = 86_400.0
@@ -35,6 +42,26 @@ class FakeClock:
 
     def advance(self, days: float = 0.0, seconds: float = 0.0) -> None:
         self.now += days * DAY + seconds
+
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="module")
+def backend() -> str:
+    return "sqlite"
+
+
+def both_backends(request: pytest.FixtureRequest) -> str:
+    """A `backend` fixture body for suites that run on both (params=BACKENDS)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresForTests]:
+    server = PostgresForTests(TEST_WIDTH)
+    yield server
+    server.stop()
 
 
 def make_settings(home: Path, **sections: dict) -> Settings:
@@ -60,10 +87,37 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(home: Path, migrated_template: Path) -> Settings:
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(migrated_template, home / "memory.db")
-    return make_settings(home)
+def fresh_memory(
+    backend: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[[Path], Settings]]:
+    """`fresh_memory(home)`: settings for a new memory (only what the migration wrote) in
+    this test's backend: a copy of the migrated file, or a database made from the template."""
+    made: list[URL] = []
+
+    def make(home: Path) -> Settings:
+        home.mkdir(parents=True, exist_ok=True)
+        if backend == "postgresql":
+            url = request.getfixturevalue("postgres").new_database()
+            made.append(url)
+            return make_settings(home, database={"url": url.render_as_string(False)})
+        shutil.copy(request.getfixturevalue("migrated_template"), home / "memory.db")
+        return make_settings(home)
+
+    yield make
+    for url in made:
+        request.getfixturevalue("postgres").drop_database(url)
+
+
+def same_memory(settings: Settings, **sections: dict) -> Settings:
+    """Settings for the memory of `settings` (same place, same database) with other sections."""
+    return make_settings(
+        settings.dirs.data_dir, database=settings.database.model_dump(exclude_none=True), **sections
+    )
+
+
+@pytest.fixture
+def settings(home: Path, fresh_memory: Callable[[Path], Settings]) -> Settings:
+    return fresh_memory(home)
 
 
 @pytest.fixture

@@ -215,3 +215,30 @@ def wait_ready(base: str, server: subprocess.Popen[str], timeout: float) -> dict
             if time.monotonic() > deadline:
                 raise AssertionError(f"not ready within {timeout} s")
             time.sleep(0.1)  # a poll interval, not a wait for something to happen
+
+
+def test_postgres_compose_file_runs_two_replicas_on_one_database(tmp_path: Path) -> None:
+    from app.dirs import Dirs
+    from app.settings import load_settings
+
+    compose = yaml.safe_load((ROOT / "docker-compose.postgres.yml").read_text())
+    services = compose["services"]
+    replicas = [services["embornal-a"], services["embornal-b"]]
+    assert replicas[0]["environment"] == replicas[1]["environment"]
+    env = replicas[0]["environment"]
+    # The URL holds no password; it comes from a mounted secret file, like the key.
+    assert (
+        "@" in env["EMBORNAL_DATABASE__URL"]
+        and ":" not in env["EMBORNAL_DATABASE__URL"].split("//")[1].split("@")[0]
+    )
+    assert env["EMBORNAL_DATABASE__PASSWORD_FILE"].startswith("/run/secrets/")
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"].startswith("/run/")
+    assert "pgvector" in services["postgres"]["image"]
+    proxy = services["proxy"]["command"]
+    assert "embornal-a:8420" in proxy and "embornal-b:8420" in proxy
+    # Every EMBORNAL_ variable is a key the settings know.
+    settings = load_settings(
+        Dirs(tmp_path, tmp_path, tmp_path),
+        env={k: str(v) for k, v in env.items() if k.startswith("EMBORNAL_")},
+    )
+    assert settings.database.url is not None and settings.database.pool_size == 8

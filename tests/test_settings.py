@@ -61,3 +61,64 @@ def test_broken_yaml_is_one_line_naming_the_file_and_the_line(tmp_path: Path) ->
     message = caught.value.detail
     assert "\n" not in message
     assert message.startswith(f"{config}:4: the config file is not valid YAML: ")
+
+
+def test_database_url_picks_postgres_and_the_password_comes_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "db-password"
+    secret.write_text("s3cret-pass\n")
+    env = {
+        "EMBORNAL_DATABASE__URL": "postgresql+psycopg://embornal@db.internal:5432/memory",
+        "EMBORNAL_DATABASE__PASSWORD_FILE": str(secret),
+        "EMBORNAL_DATABASE__POOL_SIZE": "20",
+        "EMBORNAL_DATABASE__STATEMENT_TIMEOUT_MS": "5000",
+    }
+    s = load_settings(dirs(tmp_path), env=env)
+    url = s.database.sqlalchemy_url()
+    assert url is not None and url.password == "s3cret-pass"
+    assert (url.host, url.database, url.username) == ("db.internal", "memory", "embornal")
+    assert (s.database.pool_size, s.database.statement_timeout_ms) == (20, 5000)
+    # Neither what the CLI shows nor the settings' repr holds the password.
+    assert "s3cret" not in s.database_shown and "s3cret" not in repr(s)
+
+
+def test_a_password_in_the_url_or_the_environment_is_never_shown(tmp_path: Path) -> None:
+    env = {"EMBORNAL_DATABASE__URL": "postgresql+psycopg://u:in-url@h/db"}
+    s = load_settings(dirs(tmp_path), env=env)
+    assert s.database.sqlalchemy_url().password == "in-url"  # type: ignore[union-attr]
+    assert "in-url" not in s.database_shown and "in-url" not in repr(s)
+    env = {"EMBORNAL_DATABASE__URL": "postgresql://u@h/db", "EMBORNAL_DATABASE__PASSWORD": "e"}
+    s = load_settings(dirs(tmp_path), env=env)
+    url = s.database.sqlalchemy_url()
+    assert url is not None and url.password == "e" and url.drivername == "postgresql+psycopg"
+
+
+def test_without_a_url_the_sqlite_file_is_the_memory(tmp_path: Path) -> None:
+    s = load_settings(dirs(tmp_path), env={})
+    assert s.database.sqlalchemy_url() is None and s.database_shown == str(tmp_path / "memory.db")
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u@h/db", "sqlite:///x.db", "postgresql+asyncpg://u@h/db", "not a url"]
+)
+def test_only_a_postgres_url_is_taken_and_the_message_names_the_key(
+    tmp_path: Path, url: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(dirs(tmp_path), env={"EMBORNAL_DATABASE__URL": url})
+    assert "EMBORNAL_DATABASE__URL" in caught.value.detail
+
+
+def test_an_unreachable_database_stops_start_up_in_one_line_without_the_password(
+    tmp_path: Path,
+) -> None:
+    from app.errors import StartupError
+    from app.runtime import open_runtime
+
+    env = {
+        "EMBORNAL_DATABASE__URL": "postgresql+psycopg://u:sekrit@127.0.0.1:1/db",
+        "EMBORNAL_EMBEDDING__MODEL": "none",
+    }
+    with pytest.raises(StartupError) as caught:
+        open_runtime(load_settings(dirs(tmp_path), env=env))
+    message = caught.value.detail
+    assert "127.0.0.1" in message and "sekrit" not in message and "\n" not in message

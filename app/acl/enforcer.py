@@ -23,7 +23,7 @@ from typing import Any
 
 import casbin
 from sqlalchemy import ColumnElement, Connection, Engine, literal_column, select, text
-from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import KeyedColumnElement
 from sqlalchemy_adapter import Adapter
 
@@ -82,9 +82,6 @@ def build_enforcer(engine: Engine) -> casbin.Enforcer:
     return enforcer
 
 
-_SQLITE = sqlite_dialect.dialect()
-
-
 def _fields(rule: list[str]) -> tuple[str, str, str, str]:
     sub, obj, act, eft = [*rule, "", "", "", ""][:4]
     return sub, obj, act, eft or "allow"
@@ -107,6 +104,8 @@ class Access:
 
     subject: str
     enforcer: casbin.Enforcer = field(repr=False)
+    # The fragment is rendered once, in the SQL of the database it will run on.
+    dialect: Dialect | None = field(default=None, repr=False, compare=False)
     # (fact_id, path_id, fragment) by the columns' ids: building a fragment costs ~1 ms.
     _clauses: dict[tuple[int, int], tuple[object, object, ColumnElement[bool]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -173,7 +172,7 @@ class Access:
         # Rendered once to SQL text: SQLAlchemy would otherwise walk the whole fragment
         # to make a cache key on every execute (most of a search's Python time). The
         # literals are policy objects that parse_object validated; the renderer quotes them.
-        clause = _as_text(built, fact_id)
+        clause = _as_text(built, fact_id, self.dialect)
         if len(self._clauses) >= _CLAUSES_KEPT:
             self._clauses.clear()
         # Holding the columns keeps their ids from being reused by other objects.
@@ -184,7 +183,9 @@ class Access:
         return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
 
 
-def _as_text(clause: ColumnElement[bool], fact_id: KeyedColumnElement[int]) -> Any:
+def _as_text(
+    clause: ColumnElement[bool], fact_id: KeyedColumnElement[int], dialect: Dialect | None
+) -> Any:
     """Render the fragment once to SQL text. SQLAlchemy would otherwise walk the whole
     fragment to make a cache key on every execute: most of a search's Python time.
 
@@ -193,11 +194,17 @@ def _as_text(clause: ColumnElement[bool], fact_id: KeyedColumnElement[int]) -> A
     literals are policy objects that parse_object validated; the renderer quotes them.
     """
     outer: Any = select(literal_column("1")).select_from(fact_id.table).where(clause)
-    sql = str(outer.compile(dialect=_SQLITE, compile_kwargs={"literal_binds": True}))
+    if dialect is None:
+        from sqlalchemy.dialects import sqlite
+
+        dialect = sqlite.dialect()
+    sql = str(outer.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
     head, sep, where = sql.partition("\nWHERE ")
     if not sep or "WHERE" in head:
         raise RuntimeError("could not render the read fragment")  # a SQLAlchemy change
-    return text(f"({where})")
+    # text() reads ":name" as a bind parameter, and a tag value may start with ":"
+    # (policy "tag:k=:x"); escaped colons are taken as they are.
+    return text(f"({where})".replace(":", "\\:"))
 
 
 class AccessControl:
@@ -226,7 +233,7 @@ class AccessControl:
             # One Access per subject and enforcer, so its rules and fragments are reused.
             if len(self._subjects) >= _SUBJECTS_KEPT:
                 self._subjects.clear()
-            access = self._subjects[subject] = Access(subject, enforcer)
+            access = self._subjects[subject] = Access(subject, enforcer, self._engine.dialect)
         return access
 
     def roles(self, enforcer: casbin.Enforcer) -> frozenset[str]:

@@ -7,15 +7,18 @@ keep (seed: "A backup must hold memory.db").
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import sqlean
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
+from app.db.dialects import backend
 from app.db.engine import connect_file
+from app.db.tables import facts
 from app.errors import EmbornalError, InvalidInput
 from app.files import publish, temp_beside
 
@@ -46,14 +49,49 @@ def check_copy(conn: Any) -> None:
         raise EmbornalError(f"the copy's keyword index failed its check: {exc}") from None
 
 
+def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> BackupReport | None:
+    """A database server's backup is its own dump tool's (PostgreSQL: pg_dump), run
+    into a private temporary file and renamed over `target` once it succeeded."""
+    tmp = temp_beside(target, force=force)
+    try:
+        command = backend(engine).dump_command(engine, tmp)
+        if command is None:
+            tmp.unlink()
+            return None
+        argv, env = command
+        started = time.perf_counter()
+        done = subprocess.run(
+            argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            raise EmbornalError(f"{Path(argv[0]).name} failed: {first}")
+        with engine.connect() as conn:
+            fact_count = conn.execute(select(func.count()).select_from(facts)).scalar_one()
+        publish(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return BackupReport(
+        path=target,
+        size_bytes=target.stat().st_size,
+        facts=int(fact_count),
+        seconds=time.perf_counter() - started,
+    )
+
+
 def backup_database(engine: Engine, target: Path, *, force: bool = False) -> BackupReport:
     """Copy the live memory to `target` with SQLite's online backup, then check the copy.
 
     The copy is taken in one step (pages=-1): a stepwise backup restarts whenever
     another connection writes, and might never finish under a busy server. One step
     reads one snapshot; in WAL mode writers go on meanwhile. The copy is switched to
-    a rollback journal so that it is one self-contained file.
+    a rollback journal so that it is one self-contained file. On PostgreSQL the copy
+    is a pg_dump archive (custom format, for pg_restore), or it says how to take one.
     """
+    dumped = _dump_with_server_tool(engine, target, force=force)
+    if dumped is not None:
+        return dumped
     live = engine.url.database
     if live and live != ":memory:" and target.resolve() == Path(live).resolve():
         raise InvalidInput("the backup cannot overwrite the live memory itself")

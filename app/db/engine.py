@@ -1,4 +1,8 @@
-"""make_engine(): the one place that knows how embornal talks to SQLite.
+"""make_engine(): the one place that knows how embornal talks to its database.
+
+The SQLite file is the default; a PostgreSQL URL (database.url) is the other
+backend. Everything below about sqlean, pragmas and BEGIN IMMEDIATE is SQLite's;
+PostgreSQL's part is at the end (_postgres_engine).
 
 CPython's own sqlite3 may be built without extension loading (it is on the
 machines this was written on), and sqlite-vec is an extension. sqlean.py bundles
@@ -28,6 +32,7 @@ from typing import Any
 
 import sqlean
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL
 
 from app.dirs import DATABASE_COMPANIONS, make_private_dir
 
@@ -42,16 +47,26 @@ READ = "DEFERRED"
 _writer_queues: weakref.WeakKeyDictionary[Engine, tuple[threading.RLock, float]] = (
     weakref.WeakKeyDictionary()
 )
+# (read, write) execution options of each engine's transactions, set by its backend.
+_modes: weakref.WeakKeyDictionary[Engine, tuple[dict[str, Any], dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def make_engine(
-    path: Path | str,
+    path: Path | str | URL,
     *,
     busy_timeout_ms: int = 30_000,
     cache_size_mb: int = 64,
     pool_size: int = 8,
+    statement_timeout_ms: int = 30_000,
 ) -> Engine:
-    """Make the engine for the memory file at `path` (created with its directory)."""
+    """Make the engine for the memory file at `path` (created with its directory), or,
+    given a PostgreSQL URL, for that database."""
+    if isinstance(path, URL):
+        return _postgres_engine(
+            path, pool_size=pool_size, statement_timeout_ms=statement_timeout_ms
+        )
     if str(path) != ":memory:":
         make_private_dir(Path(path).parent)
         _private_files(Path(path))
@@ -69,6 +84,7 @@ def make_engine(
         set_up_connection(dbapi_conn, busy_timeout_ms=busy_timeout_ms, cache_size_mb=cache_size_mb)
 
     _writer_queues[engine] = (threading.RLock(), busy_timeout_ms / 1000)
+    _modes[engine] = ({"sqlite_begin": READ}, {"sqlite_begin": WRITE})
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
@@ -117,6 +133,31 @@ def connect_file(path: Path | str) -> Any:
     return conn
 
 
+def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> Engine:
+    """PostgreSQL: MVCC, so no writer queue and no BEGIN of our own.
+
+    Writes run at READ COMMITTED, the server's default: every rule that must hold under
+    concurrent writers is a constraint or a single atomic UPDATE (the unique
+    supersedes_id; recall's UPDATE that reads the row it writes), and PostgreSQL
+    re-checks both against the newest committed row. Reads take a REPEATABLE READ
+    snapshot, as SQLite's deferred transaction gives one: a page and its hydration see
+    one state. The statement timeout is the server's to enforce (an `options` startup
+    parameter), so a runaway query cannot hold a pool connection forever.
+    """
+    options = f"-c statement_timeout={int(statement_timeout_ms)}"
+    engine = create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=2 * pool_size,
+        # A replica outlives database restarts and failovers: test a pooled connection
+        # before handing it out rather than failing the request that draws it.
+        pool_pre_ping=True,
+        connect_args={"options": options, "application_name": "embornal"},
+    )
+    _modes[engine] = ({"isolation_level": "REPEATABLE READ"}, {})
+    return engine
+
+
 DATABASE_FILE_MODE = 0o600
 
 
@@ -149,13 +190,14 @@ def _private_files(path: Path) -> None:
 
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """A transaction that holds the write lock from its first statement; commits on success."""
+    """A write transaction; commits on success. On SQLite it holds the write lock from
+    its first statement, queued behind this process's other writers."""
     queue, timeout = _writer_queues.get(engine, (None, 0.0))
     # Past the busy timeout, BEGIN IMMEDIATE waits (and fails) as it would without the queue.
     queued = queue is not None and queue.acquire(timeout=timeout)
     try:
         with engine.connect() as conn:
-            conn.execution_options(sqlite_begin=WRITE)
+            conn.execution_options(**_modes.get(engine, ({}, {}))[1])
             with conn.begin():
                 yield conn
     finally:
@@ -167,7 +209,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 def read_transaction(engine: Engine) -> Iterator[Connection]:
     """A read snapshot; rolled back at the end (it has nothing to keep)."""
     with engine.connect() as conn:
-        conn.execution_options(sqlite_begin=READ)
+        conn.execution_options(**_modes.get(engine, ({}, {}))[0])
         with conn.begin() as tx:
             yield conn
             tx.rollback()

@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
+from sqlalchemy import Connection, Engine, insert, inspect, select, text, update
 
 import migrations
+from app.db.dialects import backend
 from app.db.engine import write_transaction
 from app.db.tables import meta
 from app.errors import StartupError
@@ -54,10 +55,8 @@ def alembic_head_revision() -> str | None:
 
 def current_revision(conn: Connection) -> str | None:
     """The revision the memory is at; None for a memory no migration has run on."""
-    exists = conn.execute(
-        text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'")
-    ).scalar()
-    if not exists:
+    # inspect() is per dialect (sqlite_master on SQLite, the catalog on PostgreSQL).
+    if not inspect(conn).has_table("alembic_version"):
         return None
     return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
@@ -71,6 +70,7 @@ def upgrade(engine: Engine, width: int, revision: str = "head") -> None:
     from alembic import command
 
     with write_transaction(engine) as conn:
+        backend(conn).lock_schema(conn)
         command.upgrade(alembic_config(conn, width), revision)
 
 

@@ -9,6 +9,7 @@ ordered and filtered in SQL; the API shows them as RFC 3339 UTC.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Float,
     ForeignKey,
@@ -62,14 +63,16 @@ path_closure = Table(
     Column("depth", Integer, nullable=False),
 )
 
+# Fact ids come from clients: typed BIGINT in queries so that PostgreSQL compares an
+# id beyond its INTEGER column's range (and finds nothing) instead of refusing it.
 facts = Table(
     "facts",
     metadata,
-    Column("id", Integer, primary_key=True),
+    Column("id", BigInteger, primary_key=True),
     Column("path_id", Integer, ForeignKey("paths.id"), nullable=False),
     Column("content", Text, nullable=False),
     Column("owner", String, nullable=False),
-    Column("supersedes_id", Integer, ForeignKey("facts.id"), nullable=True, unique=True),
+    Column("supersedes_id", BigInteger, ForeignKey("facts.id"), nullable=True, unique=True),
     Column("deleted_at", Float, nullable=True),
     Column("created_at", Float, nullable=False),
     Column("last_recall_at", Float, nullable=True),

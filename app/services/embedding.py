@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from sqlalchemy import Connection, Engine, func, select, update
 
+from app.db.dialects import backend
 from app.db.engine import read_transaction, write_transaction
 from app.db.tables import facts, meta
 from app.embeddings.base import Embedder
@@ -54,6 +55,7 @@ def pending_count(conn: Connection) -> int:
 def rebuild_vectors(conn: Connection, width: int) -> None:
     """Move the memory to a model of another width, on purpose: forget every code and
     the cells, record `width` in meta, and queue every fact for embedding again."""
+    backend(conn).vectors.recreate(conn, width)  # PostgreSQL's HNSW table; SQLite: nothing
     conn.execute(update(facts).where(facts.c.embedding.is_not(None)).values(embedding=None))
     conn.execute(update(meta).where(meta.c.key == "embedding_width").values(value=str(width)))
     vector_index.clear_codes(conn)

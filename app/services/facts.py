@@ -429,6 +429,8 @@ def store_facts(
                 },
             ).scalar_one()
         except IntegrityError:
+            if item.supersedes_id is None:
+                raise  # not a supersede race: a bug to surface, not a 409
             raise Conflict(f"fact {item.supersedes_id} is already superseded") from None
         conn.execute(
             insert(fact_tags),

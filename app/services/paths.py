@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, func, insert, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, delete, func, select
 
 from app.acl.model import Resource
+from app.db.dialects import backend
 from app.db.tables import ROOT_PATH_ID, effective_path_tags, facts, path_closure, path_tags, paths
 from app.errors import Forbidden, NotFound
 from app.services.context import Context
@@ -25,16 +25,24 @@ def ensure_path(conn: Connection, path: str, now: float) -> int:
     existing = find_path_id(conn, path)
     if existing is not None:
         return existing
+    db = backend(conn)
+    db.lock_tree(conn)
     parent_id, current = ROOT_PATH_ID, ""
     for segment in path.strip("/").split("/"):
         current = f"{current}/{segment}"
         node = find_path_id(conn, current)
         if node is None:
+            # Another writer (another replica) may make the same node meanwhile: then
+            # this insert does nothing and the next lookup finds that writer's node.
             node = conn.execute(
-                insert(paths)
+                db.insert(paths)
                 .values(parent_id=parent_id, name=segment, path=current, created_at=now)
+                .on_conflict_do_nothing(index_elements=["path"])
                 .returning(paths.c.id)
-            ).scalar_one()
+            ).scalar()
+            if node is None:
+                node = find_path_id(conn, current)
+        assert node is not None
         parent_id = node
     return parent_id
 
@@ -185,8 +193,9 @@ def set_path_tags(conn: Connection, ctx: Context, raw_path: str, tags: dict[str,
     checked = dict(check_tag(k, v) for k, v in tags.items())
     _taggable_node(conn, ctx, path, checked)
     node = ensure_path(conn, path, ctx.clock())
+    backend(conn).lock_tree(conn)
     for key, value in checked.items():
-        stmt = sqlite_insert(path_tags).values(path_id=node, key=key, value=value)
+        stmt = backend(conn).insert(path_tags).values(path_id=node, key=key, value=value)
         conn.execute(
             stmt.on_conflict_do_update(index_elements=["path_id", "key"], set_={"value": value})
         )
@@ -200,6 +209,7 @@ def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> 
     node = find_path_id(conn, path)
     if node is None:
         raise NotFound(f"path {path} not found")
+    backend(conn).lock_tree(conn)
     deleted = conn.execute(
         delete(path_tags).where(path_tags.c.path_id == node, path_tags.c.key == key.lower())
     ).rowcount

@@ -1,5 +1,9 @@
 """Search by keyword (FTS5 bm25), by meaning (vectors), or both (reciprocal rank fusion).
 
+The keyword index and, on PostgreSQL, nearest-neighbour search are the backend's
+(app.db.dialects): tsvector + ts_rank and pgvector HNSW there, FTS5 and the
+process's in-memory vector index on SQLite. The tiers, fusion and filters are here.
+
 Every mode filters inside SQL with the subject's read clause and the request's
 filters, so a page is never starved by filtering after the fact: keyword search
 filters in the FTS query itself, and semantic search keeps examining candidates
@@ -9,7 +13,6 @@ visible fact when the filters are very selective.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -17,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, func, literal_column, select, text
+from sqlalchemy import Connection, select
 
-from app.db.tables import facts, facts_fts
+from app.db.dialects import backend
+from app.db.tables import facts
 from app.embeddings.base import Embedder
 from app.embeddings.query_cache import QueryCache
 from app.errors import InvalidInput, Unavailable
@@ -99,27 +103,19 @@ def _visible_among(
     conn: Connection, filters: list[Any], ids: Sequence[int], columns: Sequence[Any]
 ) -> list[Any]:
     """The rows of `ids` that pass the filters (ACL included), in no particular order."""
-    id_list = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
-    return list(
-        conn.execute(
-            select(facts.c.id, *columns).where(facts.c.id.in_(id_list.scalar_subquery()), *filters)
-        ).all()
-    )
+    among = backend(conn).ids_in(facts.c.id, ids)
+    return list(conn.execute(select(facts.c.id, *columns).where(among, *filters)).all())
 
 
 def _fts_ranked(
-    conn: Connection, filters: list[Any], match: str, want: int
+    conn: Connection, filters: list[Any], chunks: list[str], want: int, *, any_word: bool = False
 ) -> list[tuple[int, float]]:
-    """Best bm25 first among visible facts: rank in FTS5 alone (fast, in C), then keep the
-    visible candidates; widen until `want` are found or the matches run out."""
+    """Best bm25 first among visible facts: rank in the keyword index alone (fast), then
+    keep the visible candidates; widen until `want` are found or the matches run out."""
+    keywords = backend(conn).keywords
     fetch = max(4 * want, 40)
     while True:
-        candidates = conn.execute(
-            select(facts_fts.c.rowid, func.bm25(literal_column("facts_fts")))
-            .where(literal_column("facts_fts").op("MATCH")(match))
-            .order_by(literal_column("rank"))
-            .limit(fetch)
-        ).all()
+        candidates = keywords.ranked(conn, chunks, any_word=any_word, limit=fetch)
         keep = {row.id for row in _visible_among(conn, filters, [c[0] for c in candidates], [])}
         ranked = [(int(fid), float(bm25)) for fid, bm25 in candidates if fid in keep]
         if len(ranked) >= want or len(candidates) < fetch:
@@ -161,13 +157,13 @@ def keyword_ranking(
         return []
     content = [c for c in chunks if _is_content(c)]
     # A query of stop words alone ("to be or not to be") must hold all of them.
-    strict = _fts_ranked(conn, filters, " ".join(content or chunks), want)
+    strict = _fts_ranked(conn, filters, content or chunks, want)
     hits = [KeywordHit(fid, True) for fid, _ in strict]
     if not relax or len(hits) >= want or len(content) < 2:
         return hits
     # Every strict match is also a relaxed one: ask for that many more.
     seen = {hit.fact_id for hit in hits}
-    relaxed = _fts_ranked(conn, filters, " OR ".join(content), want + len(hits))
+    relaxed = _fts_ranked(conn, filters, content, want + len(hits), any_word=True)
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
 
@@ -353,7 +349,11 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
         return Ranking(query.mode, order, scores, query.sort)
     assert query.vector is not None
     depth = limit if query.mode == "semantic" else max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
-    semantic = semantic_ranking(conn, filters, index, query.vector, depth)
+    vectors = backend(conn).vectors
+    if vectors.in_database:
+        semantic = vectors.nearest(conn, filters, query.vector, depth)
+    else:
+        semantic = semantic_ranking(conn, filters, index, query.vector, depth)
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)

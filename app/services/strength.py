@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, func
 
+from app.db.dialects.functions import greatest
 from app.db.tables import facts
 
 SECONDS_PER_DAY = 86_400.0
@@ -31,7 +32,7 @@ def last_touch(row_last_recall_at: float | None, row_created_at: float) -> float
 
 def decay_sql(now: float) -> ColumnElement[Any]:
     """elapsed_days / stability_days in SQL: ordering by it ascending is strongest first."""
-    elapsed = func.max(now - func.coalesce(facts.c.last_recall_at, facts.c.created_at), 0.0)
+    elapsed = greatest(now - func.coalesce(facts.c.last_recall_at, facts.c.created_at), 0.0)
     return elapsed / SECONDS_PER_DAY / facts.c.stability_days
 
 

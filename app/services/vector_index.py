@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection, Integer, String, cast, delete, func, insert, select, update
 
+from app.db.dialects import backend
 from app.db.tables import facts, facts_vec, facts_vec_centroids, meta, vector_log
 
 REFRESH_BATCH = 5_000
@@ -150,8 +151,13 @@ def nearest_cells(centers: NDArray[np.float32] | None, vectors: NDArray[np.float
 
 def write_codes(conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
     """File each fact's code in the cell nearest its vector, replacing any code it had.
-    In the caller's transaction, with the embedding itself: they never disagree."""
+    In the caller's transaction, with the embedding itself: they never disagree.
+    Where the database searches vectors itself (PostgreSQL), into its index instead."""
     if not fact_ids:
+        return
+    in_database = backend(conn).vectors
+    if in_database.in_database:
+        in_database.write(conn, fact_ids, blobs)
         return
     vectors = unpack_blobs(blobs)
     cells = nearest_cells(centroids(conn), vectors)
@@ -181,6 +187,9 @@ def _bump_generation(conn: Connection) -> None:
 def clear_codes(conn: Connection) -> None:
     """Forget every code and the cells (a rebuild at another width, a fresh import)."""
     conn.execute(delete(facts_vec))
+    if backend(conn).vectors.in_database:
+        _bump_generation(conn)  # no cells nor codes there: the database's index is all
+        return
     conn.execute(delete(facts_vec_centroids))
     conn.execute(delete(vector_log))
     conn.execute(update(meta).where(meta.c.key == "vector_partitions").values(value=""))
@@ -294,6 +303,8 @@ def repartition(conn: Connection, *, cells: int | None = None, seed: int = 0) ->
 
 
 def partitions_stale(conn: Connection) -> bool:
+    if backend(conn).vectors.in_database:
+        return False  # the database's own index (HNSW) needs no cells
     return partitions(conn).stale(code_count(conn))
 
 
@@ -366,7 +377,11 @@ class VectorIndex:
 
     def refresh(self, conn: Connection) -> None:
         """Catch up with codes written since the last refresh (cheap when none); the
-        first call loads every code from facts_vec."""
+        first call loads every code from facts_vec. Where the database searches vectors
+        itself (PostgreSQL), there is nothing to hold here: ready at once."""
+        if backend(conn).vectors.in_database:
+            self.ready.set()
+            return
         generation = conn.execute(
             select(meta.c.value).where(meta.c.key == "vector_generation")
         ).scalar()

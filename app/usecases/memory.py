@@ -429,7 +429,8 @@ class Memory:
             return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
 
     def backup(self, target: Path, *, force: bool = False) -> BackupReport:
-        """A consistent copy of the live database file (SQLite online backup)."""
+        """A consistent copy of the live memory: SQLite's online backup of the file, or
+        on PostgreSQL a pg_dump archive (custom format, for pg_restore)."""
         return backup_database(self.runtime.engine, target, force=force)
 
     def reindex(
@@ -485,7 +486,7 @@ def _counting_facts(
 def backup_file(settings: Settings, target: Path, *, force: bool = False) -> BackupReport:
     """Back up the memory file as it is, without opening it as a Memory: a backup
     must not migrate (or otherwise change) what it copies."""
-    if not settings.database_path.is_file():
+    if settings.database.url is None and not settings.database_path.is_file():
         raise InvalidInput(f"there is no memory at {settings.database_path}")
     engine = open_engine(settings)
     try:

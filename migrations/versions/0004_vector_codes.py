@@ -55,6 +55,11 @@ def _bump_generation() -> None:
 
 def upgrade() -> None:
     conn = op.get_bind()
+    if conn.dialect.name == "postgresql":
+        # PostgreSQL searches in the database (pgvector HNSW over facts_vec, made by
+        # 0001): no codes and no cells to keep. The key is there for the same reads.
+        op.execute("INSERT INTO meta (key, value) VALUES ('vector_partitions', '')")
+        return
     op.execute("DROP TABLE IF EXISTS facts_vec")
     op.create_table(
         "facts_vec",
@@ -97,6 +102,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     conn = op.get_bind()
+    if conn.dialect.name == "postgresql":
+        op.execute("DELETE FROM meta WHERE key = 'vector_partitions'")
+        return
     width = _width(conn)
     op.drop_table("facts_vec_centroids")
     op.drop_index("ux_facts_vec_fact_id", table_name="facts_vec")

@@ -1,23 +1,37 @@
-"""One memory file per test module for the differential tests, emptied and refilled
-per example (hypothesis runs many examples inside one test call)."""
+"""The ACL suite runs on both backends. The differential tests share one memory per
+module and backend, emptied and refilled per example (hypothesis runs many examples
+inside one test call)."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine
 
 from app.acl.enforcer import AccessControl
 from app.db.engine import make_engine
+from tests.conftest import BACKENDS, both_backends
+
+backend = pytest.fixture(scope="module", params=BACKENDS)(both_backends)
 
 
 @pytest.fixture(scope="module")
-def engine(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+def engine(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Engine]:
+    """One memory per backend: the fragment must mean the same in either SQL."""
+    if backend == "postgresql":
+        server = request.getfixturevalue("postgres")
+        url = server.new_database()
+        eng = make_engine(url)
+        yield eng
+        eng.dispose()
+        server.drop_database(url)
+        return
     path = tmp_path_factory.mktemp("acl-diff") / "memory.db"
-    shutil.copy(migrated_template, path)
+    shutil.copy(request.getfixturevalue("migrated_template"), path)
     eng = make_engine(path)
     yield eng
     eng.dispose()

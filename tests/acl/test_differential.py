@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Engine, insert, select, text
 from app.acl.compile import object_predicate
 from app.acl.enforcer import AccessControl, SubjectIsRole
 from app.acl.model import ADMIN, EVERYONE, Resource, parse_object
+from app.db.dialects import backend
 from app.db.engine import write_transaction
 from app.db.tables import (
     ROOT_PATH_ID,
@@ -215,6 +216,9 @@ def load(conn: Connection, world: World) -> dict[str, int]:
         ptype, *fields = [part.strip() for part in line.split(",")]
         values = dict(zip(("v0", "v1", "v2", "v3"), fields, strict=False))
         conn.execute(insert(casbin_rule).values(ptype=ptype, **values))
+    # Rows went in with their ids: the next store must not draw one of them.
+    for table in (paths, facts):
+        backend(conn).after_explicit_ids(conn, table)
     return ids
 
 

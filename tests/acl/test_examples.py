@@ -411,3 +411,11 @@ def test_the_fragment_of_no_allow_is_false_and_root_deny_is_false() -> None:
         [(everything, "allow"), (everything, "deny")], facts.c.id, facts.c.path_id
     )
     assert str(denied) == "false"
+
+
+def test_a_tag_value_with_a_colon_is_a_value_not_a_parameter(rt: Runtime, memory: Memory) -> None:
+    """The fragment is SQL text: ':x' in a quoted value must not read as a bind name."""
+    memory.store("colon", "/c/a", team=":x")
+    memory.store("plain", "/c/b", team="x")
+    add(rt, "p, carol, tag:team=:x, read, allow", "p, carol, tag:team=a:b, read, allow")
+    assert memory.seen("carol") == {"colon"}

@@ -17,9 +17,12 @@ from app.main import create_app
 from app.runtime import Runtime
 from app.services import policies as policy_service
 from app.settings import Settings
-from tests.conftest import Actor, FakeClock
+from tests.conftest import BACKENDS, Actor, FakeClock, both_backends
 
 Auth = Callable[[str], dict[str, str]]
+
+# The API suite runs on both backends.
+backend = pytest.fixture(scope="module", params=BACKENDS)(both_backends)
 
 
 @pytest.fixture

@@ -10,14 +10,18 @@ from typer.testing import CliRunner
 
 from app import cli
 from app.embeddings.catalog import ModelSpec
+from app.settings import Settings
 from tests.api.conftest import Auth
 from tests.conftest import TINY, TINY_WIDTH
 
 
 @pytest.fixture
-def cli_env(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The command line on the same memory as the server: EMBORNAL_HOME is `home`."""
+def cli_env(home: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line on the same memory as the server: EMBORNAL_HOME is `home`, and
+    on PostgreSQL the same database URL."""
     monkeypatch.setenv("EMBORNAL_HOME", str(home))
+    if settings.database.url is not None:
+        monkeypatch.setenv("EMBORNAL_DATABASE__URL", str(settings.database.url))
     for name in ("EMBORNAL_EMBEDDING__MODEL", "EMBORNAL_EMBEDDING__WIDTH"):
         monkeypatch.delenv(name, raising=False)
     # The CLI keeps its settings between commands of one process; this is a new one.

@@ -41,8 +41,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def cli_env(home: Path, model: str) -> dict[str, str]:
-    """The environment of every embornal process on `home`: same key, same memory."""
+def cli_env(home: Path, model: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every embornal process on `home`: same key, same memory.
+    `extra` adds EMBORNAL_* settings (replicas: one database URL, one key file)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
     env |= {
         "HOME": str(home),  # no ~/.embornal of the user's is looked at
@@ -51,15 +52,17 @@ def cli_env(home: Path, model: str) -> dict[str, str]:
         "EMBORNAL_EMBEDDING__WIDTH": str(WIDTH),
         "EMBORNAL_EMBEDDING__DOWNLOAD": "false",  # minilm-l6 comes from installed packages
     }
-    return env
+    return env | (extra or {})
 
 
-def run_cli(home: Path, model: str, *args: str, timeout: float = 60) -> str:
+def run_cli(
+    home: Path, model: str, *args: str, timeout: float = 60, extra: dict[str, str] | None = None
+) -> str:
     """Run `embornal ARGS` on `home` and return its stdout; fail on a non-zero exit."""
     result = subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
         cwd=ROOT,
-        env=cli_env(home, model),
+        env=cli_env(home, model, extra),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -72,9 +75,12 @@ def run_cli(home: Path, model: str, *args: str, timeout: float = 60) -> str:
 class LiveServer:
     """`embornal serve --port P` on `home`, started, stopped, killed and started again."""
 
-    def __init__(self, home: Path, model: str = "minilm-l6") -> None:
+    def __init__(
+        self, home: Path, model: str = "minilm-l6", extra_env: dict[str, str] | None = None
+    ) -> None:
         self.home = home
         self.model = model
+        self.extra_env = extra_env or {}
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.token = ""
@@ -108,14 +114,22 @@ class LiveServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
             cwd=ROOT,
-            env=cli_env(self.home, self.model),
+            env=cli_env(self.home, self.model, self.extra_env),
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
         self._wait_ready(ready_timeout)
         if not self.token:
             # After the first start: the server made the key; the CLI reads the same file.
-            self.token = run_cli(self.home, self.model, "token", "issue", "--subject", "default")
+            self.token = run_cli(
+                self.home,
+                self.model,
+                "token",
+                "issue",
+                "--subject",
+                "default",
+                extra=self.extra_env,
+            )
             self.token = self.token.strip()
         return self
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.runtime import Runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -13,6 +15,14 @@ QUEUE = (
 )
 
 
+@pytest.fixture
+def sqlite_plans(backend: str) -> None:
+    """These read SQLite's query plans (INDEXED BY, EXPLAIN QUERY PLAN)."""
+    if backend != "sqlite":
+        pytest.skip("SQLite's query planner")
+
+
+@pytest.mark.usefixtures("sqlite_plans")
 def test_a_deleted_fact_leaves_the_embedding_queue(rt: Runtime, actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
@@ -26,6 +36,7 @@ def test_a_deleted_fact_leaves_the_embedding_queue(rt: Runtime, actor) -> None:
         assert embedding_service.pending_count(conn) == 8
 
 
+@pytest.mark.usefixtures("sqlite_plans")
 def test_every_query_of_the_queue_is_answered_by_its_index(rt: Runtime, actor) -> None:
     with actor().tx() as (conn, _ctx):
         plan = " ".join(

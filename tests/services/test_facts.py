@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
+from app.db.dialects import backend
 from app.db.engine import write_transaction
 from app.db.tables import fact_tags, facts, facts_vec, paths
 from app.errors import Conflict, InvalidInput, NotFound
@@ -75,10 +76,12 @@ def test_a_store_with_an_owner_tag_leaves_no_trace(actor) -> None:
 def test_the_memory_writes_owner_column_and_tag(actor) -> None:
     alice = actor("alice")
     with write_transaction(alice.runtime.engine) as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
-            "VALUES ('p', 'alice', 'path:/alice/*', 'write', 'allow'),"
-            "('p', 'alice', 'path:/alice/*', 'read', 'allow')"
+        conn.execute(
+            text(
+                "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+                "VALUES ('p', 'alice', 'path:/alice/*', 'write', 'allow'),"
+                "('p', 'alice', 'path:/alice/*', 'read', 'allow')"
+            )
         )
     with alice.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/alice", "mine"))
@@ -103,9 +106,9 @@ def test_a_path_tag_owner_never_reaches_a_fact(actor) -> None:
     with me.tx() as (conn, ctx):
         path_service.set_path_tags(conn, ctx, "/shared", {"owner": "mallory"})
         fact = fact_service.store_fact(conn, ctx, NewFact("/shared/x", "x"))
-        view = conn.exec_driver_sql(
-            "SELECT value FROM effective_fact_tags WHERE fact_id = ? AND key = 'owner'",
-            (fact.id,),
+        view = conn.execute(
+            text("SELECT value FROM effective_fact_tags WHERE fact_id = :id AND key = 'owner'"),
+            {"id": fact.id},
         ).all()
     assert fact.effective_tags["owner"] == "default"
     assert view == [("default",)]
@@ -149,7 +152,7 @@ def test_a_fact_does_not_change(actor) -> None:
     with me.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/immutable", "as written"))
     with pytest.raises(Exception, match="does not change"), me.tx() as (conn, _):
-        conn.exec_driver_sql("UPDATE facts SET content = 'rewritten' WHERE id = ?", (fact.id,))
+        conn.execute(text("UPDATE facts SET content = 'rewritten' WHERE id = :id"), {"id": fact.id})
 
 
 def test_links_are_parsed_on_read(actor) -> None:
@@ -228,9 +231,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     me = actor()
     with me.tx() as (conn, ctx):
         before = (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec))
-        fts_before = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts_fts WHERE facts_fts MATCH 'phoenix'"
-        ).scalar()
+        fts_before = backend(conn).keywords.document_frequency(conn, '"phoenix"')
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("disk on fire")
@@ -241,9 +242,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     with me.tx() as (conn, ctx):
         assert (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec)) == before
         assert path_service.find_path_id(conn, "/crash") is None
-        fts_after = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts_fts WHERE facts_fts MATCH 'phoenix'"
-        ).scalar()
+        fts_after = backend(conn).keywords.document_frequency(conn, '"phoenix"')
         assert fts_after == fts_before == 0
 
 
@@ -254,13 +253,11 @@ def test_store_embeds_in_the_same_transaction(actor) -> None:
     vector = np.ones(64, dtype="<f4") / 8
     with me.tx() as (conn, ctx):
         fact = fact_service.store_fact(conn, ctx, NewFact("/v", "x"), vector=vector.tobytes())
-        pending = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts INDEXED BY facts_pending_embedding_idx "
-            "WHERE embedding IS NULL AND deleted_at IS NULL AND id = ?",
-            (fact.id,),
+        pending = conn.execute(
+            text("SELECT count(*) FROM facts WHERE embedding IS NULL AND id = :id"), {"id": fact.id}
         ).scalar()
-        in_vec = conn.exec_driver_sql(
-            "SELECT count(*) FROM facts_vec WHERE fact_id = ?", (fact.id,)
+        in_vec = conn.execute(
+            text("SELECT count(*) FROM facts_vec WHERE fact_id = :id"), {"id": fact.id}
         ).scalar()
     assert fact.embedded is True
     assert pending == 0 and in_vec == 1
@@ -309,3 +306,53 @@ def test_neighbours_show_only_when_readable(actor) -> None:
     assert (new.supersedes_id, new.superseded) == (None, False)
     assert [[f.id for f in chain] for chain in chains] == [[first.id], [last.id]]
     assert [f.id for f in listing.facts] == [last.id]
+
+
+def _at_once(count: int, work) -> tuple[list, list[BaseException]]:
+    """Run work(i) in `count` threads released together; results and errors."""
+    barrier = threading.Barrier(count)
+    results: list = []
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results.append(work(i))
+        except BaseException as exc:  # surfaced to the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, errors
+
+
+def test_concurrent_supersedes_of_one_fact_give_exactly_one_successor(actor, rt) -> None:
+    """No writer queue on PostgreSQL: the unique supersedes_id decides, not a read."""
+    me = actor()
+    with me.tx() as (conn, ctx):
+        old = fact_service.store_fact(conn, ctx, NewFact("/race", "v1")).id
+    results, errors = _at_once(
+        6, lambda i: Memory(rt).store("default", NewFact("/race", f"v2 by {i}", supersedes_id=old))
+    )
+    assert len(results) == 1
+    assert len(errors) == 5 and all(isinstance(e, Conflict) for e in errors), errors
+    with me.tx() as (conn, ctx):
+        superseded = fact_service.get_fact(conn, ctx, old, peek=True)
+        chain = fact_service.history(conn, ctx, old)
+    assert superseded.superseded_by_id == results[0].id
+    assert sorted(f.id for f in chain) == [old, results[0].id]
+
+
+def test_concurrent_stores_under_one_new_path_make_one_node(actor, rt) -> None:
+    results, errors = _at_once(
+        6, lambda i: Memory(rt).store("default", NewFact("/new/deep/node", f"fact {i}"))
+    )
+    assert errors == [] and len(results) == 6
+    with actor().tx() as (conn, ctx):
+        node = path_service.describe_path(conn, ctx, "/new/deep")
+        assert [c.path for c in node.children] == ["/new/deep/node"]
+        listed = fact_service.list_facts(conn, ctx, under="/new").facts
+    assert sorted(f.content for f in listed) == sorted(f"fact {i}" for i in range(6))

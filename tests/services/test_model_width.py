@@ -17,14 +17,14 @@ from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services.facts import NewFact
 from app.usecases.memory import Memory
-from tests.conftest import TEST_WIDTH, TINY, make_settings
+from tests.conftest import TEST_WIDTH, TINY, same_memory
 
 
 def test_start_refuses_a_model_of_another_width_naming_three_numbers(settings, tiny_model):
     # config and meta say 64; the model gives 32.
     with pytest.raises(StartupError) as caught:
         open_runtime(
-            make_settings(settings.dirs.data_dir, embedding={"model": TINY, "width": TEST_WIDTH}),
+            same_memory(settings, embedding={"model": TINY, "width": TEST_WIDTH}),
             load_model=True,
         )
     message = caught.value.detail
@@ -34,14 +34,13 @@ def test_start_refuses_a_model_of_another_width_naming_three_numbers(settings, t
 
 
 def test_reindex_rebuild_moves_the_memory_to_the_new_width(settings, tiny_model):
-    home = settings.dirs.data_dir
     rt = open_runtime(settings)
     with Memory(rt).transaction("default", write=True) as (conn, ctx):
         vectors = embedding_service.embed_for_store(FakeEmbedder(TEST_WIDTH), ["old width"])
         fact_service.store_fact(conn, ctx, NewFact("/w", "old width"), vector=vectors[0])
     rt.close()
 
-    moved = make_settings(home, embedding={"model": TINY, "width": 32})
+    moved = same_memory(settings, embedding={"model": TINY, "width": 32})
     with pytest.raises(StartupError):  # config 32, meta 64: stop, say both
         open_runtime(moved)
     rt = open_runtime(moved, check_width=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
@@ -106,9 +107,11 @@ def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
     ]
     store(me, items, model)
     with write_transaction(rt.engine) as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
-            "VALUES ('p', 'carol', 'tag:group=g3', 'read', 'allow')"
+        conn.execute(
+            text(
+                "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) "
+                "VALUES ('p', 'carol', 'tag:group=g3', 'read', 'allow')"
+            )
         )
     carol = actor("carol")
     for mode in MODES:
@@ -171,9 +174,9 @@ def grant(rt, *lines: str) -> None:
     with write_transaction(rt.engine) as conn:
         for line in lines:
             ptype, *values = [v.strip() for v in line.split(",")]
-            conn.exec_driver_sql(
-                "INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) VALUES (?, ?, ?, ?, ?)",
-                (ptype, *values),
+            conn.execute(
+                text("INSERT INTO casbin_rule (ptype, v0, v1, v2, v3) VALUES (:p, :a, :b, :c, :d)"),
+                dict(zip("pabcd", (ptype, *values), strict=True)),
             )
 
 

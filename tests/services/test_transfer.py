@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import io
 import json
-import shutil
+import os
+import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,8 +16,11 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from app.db.backup import backup_database, check_copy
+from app.db.dialects import backend
+from app.db.engine import connect_file
 from app.db.tables import facts, facts_vec
-from app.errors import Conflict, Forbidden, InvalidInput
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -23,7 +28,7 @@ from app.services import policies as policy_service
 from app.services import transfer
 from app.services.facts import NewFact
 from app.usecases.memory import Memory
-from tests.conftest import TEST_WIDTH, FakeClock, make_settings
+from tests.conftest import TEST_WIDTH, FakeClock
 
 
 def vector(seed: int) -> bytes:
@@ -51,12 +56,9 @@ def count_facts(rt: Runtime) -> int:
 
 
 @pytest.fixture
-def other(tmp_path: Path, migrated_template: Path) -> Iterator[Runtime]:
-    """A second, fresh memory (only what the migration wrote)."""
-    home = tmp_path / "other"
-    home.mkdir()
-    shutil.copy(migrated_template, home / "memory.db")
-    runtime = open_runtime(make_settings(home))
+def other(tmp_path: Path, fresh_memory) -> Iterator[Runtime]:
+    """A second, fresh memory (only what the migration wrote), in the same backend."""
+    runtime = open_runtime(fresh_memory(tmp_path / "other"))
     yield runtime
     runtime.close()
 
@@ -126,9 +128,7 @@ def test_round_trip_into_a_fresh_memory_is_lossless(rich: Runtime, other: Runtim
 
     # The restored memory works: keyword index, vectors, history, effective tags.
     with Memory(other).transaction() as (conn, ctx):
-        hits = conn.exec_driver_sql(
-            "SELECT rowid FROM facts_fts WHERE facts_fts MATCH 'grey'"
-        ).all()
+        hits = backend(conn).keywords.ranked(conn, ['"grey"'], any_word=False, limit=10)
         assert [h[0] for h in hits] == [by_content["the sky is grey"]["id"]]
         assert conn.execute(select(func.count()).select_from(facts_vec)).scalar_one() == 2
         chain = fact_service.history(conn, ctx, by_content["the sky is blue"]["id"])
@@ -324,6 +324,88 @@ def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: 
     assert imported[0] == (0, facts_in_file) and imported[-1] == (facts_in_file, facts_in_file)
 
 
+# --- backup ------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_file(backend: str) -> None:
+    """The online backup copies a SQLite file; PostgreSQL's backup is pg_dump's."""
+    if backend != "sqlite":
+        pytest.skip("a SQLite file's online backup")
+
+
+@pytest.mark.usefixtures("sqlite_file")
+def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
+    writes, started_after = 300, 50
+    me = actor()
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(writes):
+                with me.tx() as (conn, ctx):
+                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
+                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
+                if i == started_after:
+                    started.set()
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert started.wait(timeout=60)
+        target = tmp_path / "copy.db"
+        report = backup_database(rt.engine, target)
+    finally:
+        thread.join(timeout=120)
+    assert not errors and not thread.is_alive()
+
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
+    assert report.size_bytes == target.stat().st_size
+    copy = connect_file(target)
+    try:
+        check_copy(copy)  # integrity_check and FTS5 integrity-check
+        loaded = [
+            int(n)
+            for (n,) in copy.execute(
+                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
+            )
+        ]
+        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
+        assert sorted(loaded) == list(range(len(loaded)))
+        assert started_after < len(loaded) <= writes
+        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
+        orphans = copy.execute(
+            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
+            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
+        ).fetchone()[0]
+        assert orphans == 0
+        unindexed = copy.execute(
+            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
+            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
+        ).fetchone()[0]
+        assert unindexed == 0
+    finally:
+        copy.close()
+
+
+@pytest.mark.usefixtures("sqlite_file")
+def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    target.write_text("precious")
+    with pytest.raises(Conflict, match="--force"):
+        backup_database(rt.engine, target)
+    assert target.read_text() == "precious"
+    report = backup_database(rt.engine, target, force=True)
+    assert report.facts == 7 and target.stat().st_size > 0
+    with pytest.raises(InvalidInput, match="live memory"):
+        backup_database(rt.engine, rt.settings.database_path, force=True)
+
+
 def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
     rich: Runtime, other: Runtime
 ) -> None:
@@ -348,3 +430,39 @@ def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
     import_lines(other, lines)
     with Memory(other).transaction("dana") as (_conn, ctx):
         assert ctx.access.roles == ["everyone", "staff", "team"]
+
+
+@pytest.fixture
+def postgres_only(backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("PostgreSQL's backup")
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_backup_of_postgres_is_a_private_pg_dump_archive(
+    rt: Runtime, tmp_path: Path, monkeypatch
+) -> None:
+    import pgserver
+
+    # The wheel's pg_dump matches its server; a machine's older one would refuse it.
+    tools = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    target = tmp_path / "memory.dump"
+    report = Memory(rt).backup(target)
+    assert report.facts == 7 and report.path == target
+    assert target.read_bytes()[:5] == b"PGDMP"  # pg_restore's custom format
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    with pytest.raises(Conflict, match="--force"):
+        Memory(rt).backup(target)
+
+
+@pytest.mark.usefixtures("postgres_only")
+def test_backup_of_postgres_without_pg_dump_says_how(
+    rt: Runtime, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(Unavailable, match="pg_dump --format=custom"):
+        Memory(rt).backup(out / "memory.dump")
+    assert list(out.iterdir()) == []  # no temporary file left behind

@@ -21,6 +21,13 @@ from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH
 
 
+@pytest.fixture(scope="module")
+def backend() -> str:
+    """The in-memory code index is SQLite's; PostgreSQL searches with HNSW in the
+    database (tests/services/test_search.py runs on both)."""
+    return "sqlite"
+
+
 def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
     """Clustered like real embeddings: 12 directions, each with its own spread."""
     rng = np.random.default_rng(seed)

@@ -29,6 +29,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.acl.model import ADMIN, EVERYONE
 from app.db import migrate
+from app.db.dialects import backend
 from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
 from app.db.tables import (
     casbin_rule,
@@ -92,6 +93,8 @@ def import_memory(
     paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
     _import_paths(conn, data.paths, now, report)
     _import_facts(conn, data, restore, report, on_progress)
+    if restore:
+        backend(conn).after_explicit_ids(conn, facts)  # a restore kept the file's ids
     report.paths_added = (
         conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
     )

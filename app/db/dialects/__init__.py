@@ -1,0 +1,116 @@
+"""What differs between the two backends, one small seam per concern.
+
+Services are written once against SQLAlchemy Core. The few statements that Core
+cannot say the same way on SQLite and PostgreSQL sit here, each behind one
+interface, and the implementation is chosen once per call site by the dialect
+of the connection in hand (`backend(conn)`), never by `if dialect ==` in a service:
+
+- keywords: FTS5 with bm25 on SQLite; a tsvector column with a GIN index on PostgreSQL;
+- vectors: the vec0 table (and the process's in-memory index) on SQLite; a pgvector
+  column with an HNSW index, searched in the database, on PostgreSQL;
+- upserts and explicit ids: each dialect's INSERT ... ON CONFLICT, and moving
+  PostgreSQL's sequences past ids an import wrote;
+- id lists: a JSON array that SQLite unpacks, an array parameter on PostgreSQL.
+
+Functions whose spelling alone differs (two-argument max) are SQL constructs
+compiled per dialect, in app.db.dialects.functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.sql.elements import ColumnElement
+
+
+class Keywords(Protocol):
+    def ranked(
+        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
+    ) -> list[tuple[int, float]]:
+        """(fact id, score) of the facts holding every chunk (or any, with `any_word`),
+        best first, at most `limit`; a lower score is better. Chunks are quoted phrases
+        as app.services.search.fts_chunks makes them."""
+        ...
+
+    def document_frequency(self, conn: Connection, chunk: str) -> int: ...
+
+
+class Vectors(Protocol):
+    @property
+    def in_database(self) -> bool:
+        """True when nearest-neighbour search runs in the database (else: the process's
+        in-memory index, app.services.vector_index)."""
+        ...
+
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        """Put the facts' float32 vectors in the database's nearest-neighbour index."""
+        ...
+
+    def recreate(self, conn: Connection, width: int) -> None:
+        """Drop every vector and make the index again at `width`."""
+        ...
+
+    def nearest(
+        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+    ) -> list[tuple[int, float]]:
+        """(fact id, cosine distance) nearest first among the facts the filters keep."""
+        ...
+
+
+class Backend(Protocol):
+    @property
+    def keywords(self) -> Keywords: ...
+
+    @property
+    def vectors(self) -> Vectors: ...
+
+    def insert(self, table: Table) -> Any:
+        """The dialect's INSERT, which has on_conflict_do_update / on_conflict_do_nothing."""
+        ...
+
+    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        """`column IN ids` for a list of any length, in one bound parameter."""
+        ...
+
+    def after_explicit_ids(self, conn: Connection, table: Table) -> None:
+        """Rows were inserted with their ids given: later inserts must not reuse them."""
+        ...
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        """The server's own dump tool writing `target` (argv, environment), or None where
+        the memory is a file that embornal copies itself (SQLite's online backup)."""
+        ...
+
+    def lock_schema(self, conn: Connection) -> None:
+        """Before migrating: replicas starting at once migrate one after the other."""
+        ...
+
+    def lock_tree(self, conn: Connection) -> None:
+        """Before changing the tree (a new node, a path tag): one such change at a time,
+        since each recomputes inherited tags from what it can see."""
+        ...
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def backend(bind: Connection | Engine) -> Backend:
+    """The seams of the backend `bind` talks to."""
+    name = bind.dialect.name
+    found: Backend | None = _BACKENDS.get(name)
+    if found is None:
+        if name == "postgresql":
+            from app.db.dialects.postgresql import PostgresBackend
+
+            found = PostgresBackend()
+        else:
+            from app.db.dialects.sqlite import SqliteBackend
+
+            found = SqliteBackend()
+        _BACKENDS[name] = found
+    assert found is not None
+    return found

@@ -1,0 +1,216 @@
+"""PostgreSQL's side of the seams: tsvector + GIN for keywords, pgvector HNSW for meaning.
+
+The schema these queries run on is made by the migrations (their PostgreSQL branch):
+facts.content_tsv, a stored generated tsvector with a GIN index, and facts_vec, a
+vector(width) column with an HNSW index for cosine distance.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pgvector.sqlalchemy import VECTOR
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Float,
+    Table,
+    any_,
+    bindparam,
+    column,
+    select,
+    table,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.db.tables import facts
+from app.errors import Unavailable
+
+# facts_vec as the PostgreSQL migration makes it (SQLite's holds codes instead).
+_VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
+# The migration's text-search configuration: English stems, no stop words (see there).
+TS_CONFIG = "embornal"
+# Content and queries are split into runs of letters and digits before parsing, as
+# FTS5's unicode61 tokenizer splits them: "ABC-123" is the words abc and 123 on
+# both backends (PostgreSQL's own parser would make a signed number of "-123").
+WORDS_ONLY = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+# The advisory lock a migration holds (any constant no other tool of ours uses).
+SCHEMA_LOCK = 7_342_000
+# Each query asks HNSW for this many candidates at least (pgvector's ef_search).
+EF_SEARCH = 100
+# Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
+# the exact distances of the extra ones re-sort the page and raise recall.
+OVERFETCH = 2
+
+
+def _unquote(chunk: str) -> str:
+    """A chunk from fts_chunks is an FTS5 phrase: "text", inner quotes doubled."""
+    if len(chunk) >= 2 and chunk[0] == chunk[-1] == '"':
+        return chunk[1:-1].replace('""', '"')
+    return chunk
+
+
+class PostgresKeywords:
+    def _query(self, chunks: Sequence[str], any_word: bool) -> tuple[str, dict[str, str]]:
+        params = {f"c{i}": _unquote(chunk) for i, chunk in enumerate(chunks)}
+        phrases = [
+            f"phraseto_tsquery('{TS_CONFIG}', {WORDS_ONLY.format(':' + name)})" for name in params
+        ]
+        return (" || " if any_word else " && ").join(phrases), params
+
+    def ranked(
+        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
+    ) -> list[tuple[int, float]]:
+        if not chunks:
+            return []
+        query, params = self._query(chunks, any_word)
+        # ts_rank with normalization 1 (divided by 1 + log of the length) stands in for
+        # bm25's length normalisation; negated so that lower is better, as bm25 is.
+        rows = conn.execute(
+            text(
+                f"SELECT f.id, -ts_rank(f.content_tsv, q.q, 1) AS score "
+                f"FROM facts f, (SELECT {query} AS q) q "
+                f"WHERE f.content_tsv @@ q.q ORDER BY score, f.id LIMIT :limit"
+            ),
+            {**params, "limit": limit},
+        ).all()
+        return [(int(fid), float(score)) for fid, score in rows]
+
+    def document_frequency(self, conn: Connection, chunk: str) -> int:
+        query, params = self._query([chunk], False)
+        return conn.execute(
+            text(f"SELECT count(*) FROM facts WHERE content_tsv @@ ({query})"), params
+        ).scalar_one()
+
+
+class PostgresVectors:
+    in_database = True
+
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        stmt = pg_insert(_VECTORS).values(
+            fact_id=bindparam("f"), embedding=bindparam("v", type_=VECTOR())
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["fact_id"], set_={"embedding": stmt.excluded.embedding}
+            ),
+            [
+                {"f": fid, "v": np.frombuffer(blob, dtype="<f4")}
+                for fid, blob in zip(fact_ids, blobs, strict=True)
+            ],
+        )
+
+    def recreate(self, conn: Connection, width: int) -> None:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
+        create_vector_table(conn, int(width))
+
+    def nearest(
+        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+    ) -> list[tuple[int, float]]:
+        """HNSW under the filters: pgvector 0.8's iterative scan keeps walking the
+        graph until `fetch` rows pass the WHERE (the ACL fragment included), so a
+        filtered page fills instead of starving after a fixed-k scan."""
+        fetch = max(OVERFETCH * want, 40)
+        conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+        distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
+            bindparam("q", np.asarray(query, dtype=np.float32), type_=VECTOR())
+        )
+        # The filters are asked per candidate, as a scalar subquery over the fact's row
+        # (its primary key, then the ACL probes): PostgreSQL does not flatten that into
+        # a join. As a join, the planner underestimated the visible facts and chose to
+        # build all of them first and compare each candidate with each (10k facts:
+        # 27 ms, against a few ms walking the index).
+        visible = (
+            select(facts.c.id)
+            .where(facts.c.id == _VECTORS.c.fact_id, *filters)
+            .correlate(_VECTORS)
+            .scalar_subquery()
+        )
+        walk = select(_VECTORS.c.fact_id, distance.label("distance")).where(visible.is_not(None))
+        rows = conn.execute(walk.order_by(distance).limit(fetch)).all()
+        if len(rows) < want:
+            base = (
+                select(facts.c.id, distance.label("distance"))
+                .select_from(_VECTORS.join(facts, facts.c.id == _VECTORS.c.fact_id))
+                .where(*filters)
+            )
+            # The scan gave up (hnsw.max_scan_tuples) before the filters let `want`
+            # through: the filters keep few facts, so score all of them exactly.
+            # A materialized CTE keeps the planner from the index.
+            kept = base.cte("kept").prefix_with("MATERIALIZED")
+            rows = conn.execute(
+                select(kept.c.id, kept.c.distance).order_by(kept.c.distance).limit(fetch)
+            ).all()
+        # relaxed_order: nearly sorted; the distances are exact, so sort by them.
+        ranked = sorted(((int(i), float(d)) for i, d in rows), key=lambda p: (p[1], p[0]))
+        return ranked[:want]
+
+
+def create_vector_table(conn: Any, width: int) -> None:
+    """facts_vec at `width`, with its HNSW index for cosine distance (the migration's DDL)."""
+    run = conn.exec_driver_sql if hasattr(conn, "exec_driver_sql") else conn.execute
+    run(
+        f"CREATE TABLE facts_vec (fact_id INTEGER PRIMARY KEY "
+        f"REFERENCES facts (id) ON DELETE CASCADE, embedding vector({int(width)}) NOT NULL)"
+    )
+    run("CREATE INDEX facts_vec_hnsw ON facts_vec USING hnsw (embedding vector_cosine_ops)")
+
+
+class PostgresBackend:
+    name = "postgresql"
+
+    def __init__(self) -> None:
+        self.keywords = PostgresKeywords()
+        self.vectors = PostgresVectors()
+
+    def insert(self, table: Table) -> Any:
+        return pg_insert(table)
+
+    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
+
+    def after_explicit_ids(self, conn: Connection, table: Table) -> None:
+        key = next(iter(table.primary_key.columns)).name
+        conn.execute(
+            text(
+                f"SELECT setval(pg_get_serial_sequence(:table, :key), "
+                f"coalesce((SELECT max({key}) FROM {table.name}), 0) + 1, false)"
+            ),
+            {"table": table.name, "key": key},
+        )
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        """pg_dump's custom format: consistent (one snapshot), compressed, and what
+        pg_restore reads. The password goes in the environment, never on the command
+        line, where other users' `ps` would show it."""
+        pg_dump = shutil.which("pg_dump")
+        if pg_dump is None:
+            raise Unavailable(
+                "this memory is in PostgreSQL and pg_dump is not on PATH: install the "
+                "PostgreSQL client tools, or run on a machine that has them: "
+                "pg_dump --format=custom --file=FILE 'postgresql://USER@HOST/DB' "
+                "(restore with pg_restore --dbname=... FILE)"
+            )
+        url = engine.url
+        env = {"PGPASSWORD": url.password} if url.password else {}
+        libpq = url.set(drivername="postgresql", password=None)
+        dsn = libpq.render_as_string(hide_password=False)
+        return [pg_dump, "--format=custom", f"--file={target}", f"--dbname={dsn}"], env
+
+    def lock_schema(self, conn: Connection) -> None:
+        # A constant key, not a function of the schema: on an empty database there is
+        # none yet. The second replica waits, then finds the schema at head.
+        conn.execute(text(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
+
+    def lock_tree(self, conn: Connection) -> None:
+        # The migration's function: one advisory lock, held to the end of the transaction.
+        conn.execute(text("SELECT embornal_lock_tree()"))

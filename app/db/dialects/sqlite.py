@@ -1,0 +1,81 @@
+"""SQLite's side of the seams: FTS5 with bm25, vec0, and the in-memory vector index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, Engine, Table, func, literal_column, select, text
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.db.tables import facts_fts
+
+_FTS: Any = literal_column("facts_fts")
+
+
+class SqliteKeywords:
+    def ranked(
+        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
+    ) -> list[tuple[int, float]]:
+        # Rank in FTS5 alone (fast, in C); the caller keeps the visible ones.
+        match = (" OR " if any_word else " ").join(chunks)
+        rows = conn.execute(
+            select(facts_fts.c.rowid, func.bm25(_FTS))
+            .where(_FTS.op("MATCH")(match))
+            .order_by(literal_column("rank"))
+            .limit(limit)
+        ).all()
+        return [(int(fid), float(score)) for fid, score in rows]
+
+    def document_frequency(self, conn: Connection, chunk: str) -> int:
+        return conn.execute(
+            select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(chunk))
+        ).scalar_one()
+
+
+class SqliteVectors:
+    # Each server process keeps its own index in memory (app.services.vector_index).
+    in_database = False
+
+    def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        raise NotImplementedError("SQLite's codes are app.services.vector_index's to write")
+
+    def recreate(self, conn: Connection, width: int) -> None:
+        pass  # the codes table has no width; app.services.vector_index clears it
+
+    def nearest(
+        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+    ) -> list[tuple[int, float]]:
+        raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
+
+
+class SqliteBackend:
+    name = "sqlite"
+
+    def __init__(self) -> None:
+        self.keywords = SqliteKeywords()
+        self.vectors = SqliteVectors()
+
+    def insert(self, table: Table) -> Any:
+        return sqlite_insert(table)
+
+    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        # One JSON parameter: no limit on the number of ids, one statement to cache.
+        unpacked = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
+        return column.in_(unpacked.scalar_subquery())
+
+    def after_explicit_ids(self, conn: Connection, table: Table) -> None:
+        pass  # an INTEGER PRIMARY KEY goes on from the largest id by itself
+
+    def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
+        return None  # app.services.transfer copies the file with SQLite's online backup
+
+    def lock_schema(self, conn: Connection) -> None:
+        pass  # BEGIN IMMEDIATE: the migration holds the one write lock
+
+    def lock_tree(self, conn: Connection) -> None:
+        pass  # a write transaction holds the database's one write lock already
