@@ -10,15 +10,25 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from sqlalchemy.engine import URL, make_url
 
 from app.dirs import Dirs, resolve_dirs
 from app.durations import MAX_DURATION, parse_duration
 from app.errors import ConfigError, InvalidInput
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+
+def make_url(value: str) -> URL:
+    """SQLAlchemy's URL parser, imported only when a URL is read: `embornal --help` and
+    `paths` must not pay for importing SQLAlchemy (bench/cli_startup.py)."""
+    from sqlalchemy.engine import make_url as parse
+
+    return parse(value)
 
 ENV_PREFIX = "EMBORNAL_"
 # EMBORNAL_HOME names a directory, not a config key.
