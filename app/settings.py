@@ -30,6 +30,7 @@ def make_url(value: str) -> URL:
 
     return parse(value)
 
+
 ENV_PREFIX = "EMBORNAL_"
 # EMBORNAL_HOME names a directory, not a config key.
 ENV_NOT_KEYS = {"EMBORNAL_HOME"}
