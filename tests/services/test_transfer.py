@@ -7,7 +7,6 @@ import io
 import json
 import os
 import stat
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +15,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.db.backup import backup_database, check_copy
 from app.db.dialects import backend
-from app.db.engine import connect_file
 from app.db.tables import facts, facts_vec
 from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from app.runtime import Runtime, open_runtime
@@ -322,88 +319,6 @@ def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: 
     lines = out.getvalue().splitlines()
     Memory(other).import_lines("default", lines, on_progress=lambda *p: imported.append(p))
     assert imported[0] == (0, facts_in_file) and imported[-1] == (facts_in_file, facts_in_file)
-
-
-# --- backup ------------------------------------------------------------------
-
-
-@pytest.fixture
-def sqlite_file(backend: str) -> None:
-    """The online backup copies a SQLite file; PostgreSQL's backup is pg_dump's."""
-    if backend != "sqlite":
-        pytest.skip("a SQLite file's online backup")
-
-
-@pytest.mark.usefixtures("sqlite_file")
-def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
-    writes, started_after = 300, 50
-    me = actor()
-    started = threading.Event()
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            for i in range(writes):
-                with me.tx() as (conn, ctx):
-                    item = NewFact(f"/load/{i % 7}", f"fact number {i}", {"n": str(i)})
-                    fact_service.store_fact(conn, ctx, item, vector=vector(i))
-                if i == started_after:
-                    started.set()
-        except BaseException as exc:  # surfaced by the assertion below
-            errors.append(exc)
-            started.set()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        assert started.wait(timeout=60)
-        target = tmp_path / "copy.db"
-        report = backup_database(rt.engine, target)
-    finally:
-        thread.join(timeout=120)
-    assert not errors and not thread.is_alive()
-
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]  # no temp left
-    assert report.size_bytes == target.stat().st_size
-    copy = connect_file(target)
-    try:
-        check_copy(copy)  # integrity_check and FTS5 integrity-check
-        loaded = [
-            int(n)
-            for (n,) in copy.execute(
-                "SELECT t.value FROM facts f JOIN fact_tags t ON t.fact_id = f.id AND t.key = 'n'"
-            )
-        ]
-        # Each write committed alone, so a snapshot holds a prefix of them, each whole.
-        assert sorted(loaded) == list(range(len(loaded)))
-        assert started_after < len(loaded) <= writes
-        assert report.facts == copy.execute("SELECT count(*) FROM facts").fetchone()[0]
-        orphans = copy.execute(
-            "SELECT count(*) FROM facts f WHERE NOT EXISTS ("
-            "SELECT 1 FROM fact_tags t WHERE t.fact_id = f.id AND t.key = 'owner')"
-        ).fetchone()[0]
-        assert orphans == 0
-        unindexed = copy.execute(
-            "SELECT count(*) FROM facts WHERE embedding IS NOT NULL "
-            "AND id NOT IN (SELECT fact_id FROM facts_vec)"
-        ).fetchone()[0]
-        assert unindexed == 0
-    finally:
-        copy.close()
-
-
-@pytest.mark.usefixtures("sqlite_file")
-def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) -> None:
-    target = tmp_path / "copy.db"
-    target.write_text("precious")
-    with pytest.raises(Conflict, match="--force"):
-        backup_database(rt.engine, target)
-    assert target.read_text() == "precious"
-    report = backup_database(rt.engine, target, force=True)
-    assert report.facts == 7 and target.stat().st_size > 0
-    with pytest.raises(InvalidInput, match="live memory"):
-        backup_database(rt.engine, rt.settings.database_path, force=True)
 
 
 def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
