@@ -72,8 +72,7 @@ class Runtime:
         switch costs the one request that loads.
         """
         with read_transaction(self.engine) as conn:
-            wanted = migrate.stored_model(conn)
-            width = migrate.stored_width(conn)
+            wanted, width = migrate.stored_model_and_width(conn)
         if wanted is None or wanted == self.model.name:
             return
         with self._switching:  # one thread loads; the others then see it done

@@ -39,6 +39,7 @@ from app.acl.model import (
     parse_object,
 )
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
+from app.db.statements import Statements
 from app.db.tables import meta
 from app.errors import Unauthorized
 
@@ -87,8 +88,12 @@ def _fields(rule: list[str]) -> tuple[str, str, str, str]:
     return sub, obj, act, eft or "allow"
 
 
+# Read at the start of every transaction: built once (app.db.statements).
+_POLICY_VERSION = select(meta.c.value).where(meta.c.key == "policy_version")
+
+
 def policy_version(conn: Connection) -> int:
-    value = conn.execute(select(meta.c.value).where(meta.c.key == "policy_version")).scalar()
+    value = conn.execute(_POLICY_VERSION).scalar()
     return int(value or 0)
 
 
@@ -110,6 +115,8 @@ class Access:
     _clauses: dict[tuple[int, int], tuple[object, object, ColumnElement[bool]]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    # Statements built around this subject's fragments, kept for its next requests.
+    statements: Statements = field(default_factory=Statements, repr=False, compare=False)
 
     @cached_property
     def principals(self) -> frozenset[str]:

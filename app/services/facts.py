@@ -19,12 +19,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, case, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Float,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from app import b64url
 from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
+from app.db.dialects import backend
 from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.rules import MAX_ID, OWNER_KEY, ListSort
@@ -46,7 +58,7 @@ from app.services.validation import (
     fold_path,
     parse_tag_filter,
 )
-from app.services.visibility import SUCCESSOR, current_only, readable
+from app.services.visibility import SUCCESSOR, current_only, readable, visible_current
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -146,62 +158,72 @@ def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[li
     return [[Link(p, p in visible) for p in links] for links in per_fact]
 
 
+def _hydrate_statements(conn: Connection) -> tuple[Any, Any, Any]:
+    """The rows, the tags and the successors of a page of facts: built once (a page is
+    hydrated on every search, app.db.statements)."""
+    bk = backend(conn)
+
+    def build() -> tuple[Any, Any, Any]:
+        rows = (
+            select(facts, paths.c.path)
+            .join(paths, paths.c.id == facts.c.path_id)
+            .where(bk.ids_in_param(facts.c.id, "ids"))
+        )
+        # Own tags are the effective ones whose source is the fact itself.
+        tags = select(
+            effective_fact_tags.c.fact_id,
+            effective_fact_tags.c.key,
+            effective_fact_tags.c.value,
+            effective_fact_tags.c.source,
+        ).where(bk.ids_in_param(effective_fact_tags.c.fact_id, "ids"))
+        superseded = select(SUCCESSOR.c.supersedes_id).where(
+            bk.ids_in_param(SUCCESSOR.c.supersedes_id, "ids")
+        )
+        return rows, tags, superseded
+
+    return bk.statements.get("hydrate", build)
+
+
 def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
     """The facts the caller already knows are readable, in the order of `ids`."""
     if not ids:
         return []
     now = ctx.clock()
-    rows = {
-        row.id: row
-        for row in conn.execute(
-            select(facts, paths.c.path)
-            .join(paths, paths.c.id == facts.c.path_id)
-            .where(facts.c.id.in_(ids))
-        )
-    }
+    rows_stmt, tags_stmt, superseded_stmt = _hydrate_statements(conn)
+    given = {"ids": list(ids)}
+    rows = {row.id: row for row in conn.execute(rows_stmt, given)}
     own: dict[int, dict[str, str]] = {i: {} for i in ids}
-    for fid, key, value in conn.execute(
-        select(fact_tags.c.fact_id, fact_tags.c.key, fact_tags.c.value).where(
-            fact_tags.c.fact_id.in_(ids)
-        )
-    ):
-        own[fid][key] = value
     effective: dict[int, dict[str, str]] = {i: {} for i in ids}
-    for fid, key, value in conn.execute(
-        select(
-            effective_fact_tags.c.fact_id, effective_fact_tags.c.key, effective_fact_tags.c.value
-        ).where(effective_fact_tags.c.fact_id.in_(ids))
-    ):
+    for fid, key, value, source in conn.execute(tags_stmt, given):
         effective[fid][key] = value
+        if source == "fact":
+            own[fid][key] = value
     # Neighbours in the supersede chain show only when the subject may read them: a
     # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
     # trace a hidden successor leaves, and it tells no more than the fact's absence
     # from default listings (and a 409 on a second supersede) already does.
-    successor = SUCCESSOR
-    superseded = set(
-        conn.execute(
-            select(successor.c.supersedes_id).where(successor.c.supersedes_id.in_(ids))
-        ).scalars()
-    )
-    successors = {
-        old: new
-        for old, new in conn.execute(
-            select(successor.c.supersedes_id, successor.c.id).where(
-                successor.c.supersedes_id.in_(ids),
+    superseded = set(conn.execute(superseded_stmt, given).scalars())
+    successors: dict[int, int] = {}
+    if superseded:
+        successor = SUCCESSOR
+        readable_successors = ctx.access.statements.get(
+            "readable successors",
+            lambda: select(successor.c.supersedes_id, successor.c.id).where(
+                backend(conn).ids_in_param(successor.c.supersedes_id, "ids"),
                 ctx.access.read_clause(successor.c.id, successor.c.path_id),
-            )
+            ),
         )
-    }
+        successors = dict(conn.execute(readable_successors, {"ids": sorted(superseded)}).all())
     older_ids = {row.supersedes_id for row in rows.values() if row.supersedes_id is not None}
-    readable_older = (
-        set(
-            conn.execute(
-                select(facts.c.id).where(facts.c.id.in_(older_ids), readable(ctx))
-            ).scalars()
+    readable_older: set[int] = set()
+    if older_ids:
+        readable_among = ctx.access.statements.get(
+            "readable",
+            lambda: select(facts.c.id).where(
+                backend(conn).ids_in_param(facts.c.id, "ids"), readable(ctx)
+            ),
         )
-        if older_ids
-        else set()
-    )
+        readable_older = set(conn.execute(readable_among, {"ids": sorted(older_ids)}).scalars())
     links = dict(
         zip(rows, links_of(conn, ctx, [row.content for row in rows.values()]), strict=True)
     )
@@ -246,15 +268,43 @@ def _readable_row(conn: Connection, ctx: Context, fact_id: int, *, include_delet
     return row
 
 
+# The time of a recall, given at execution to statements built once.
+_NOW = bindparam("now", type_=Float())
+
+
 def recall(conn: Connection, ctx: Context, ids: Iterable[int]) -> None:
     """Count a recall of each fact (seed's formula), atomically in one UPDATE."""
     ids = list(ids)
     if ids:
-        conn.execute(
-            update(facts)
-            .where(facts.c.id.in_(ids), facts.c.deleted_at.is_(None))
-            .values(**recall_values(ctx.clock()))
+        bk = backend(conn)
+        stmt = bk.statements.get(
+            "recall",
+            lambda: (
+                update(facts)
+                .where(bk.ids_in_param(facts.c.id, "ids"), facts.c.deleted_at.is_(None))
+                .values(**recall_values(_NOW))
+            ),
         )
+        conn.execute(stmt, {"ids": ids, "now": ctx.clock()})
+
+
+def recall_visible(conn: Connection, ctx: Context, ids: Sequence[int]) -> set[int]:
+    """Count a recall of each fact among `ids` that the subject may still read and that
+    is still current, and say which those were: the check and the recall in one UPDATE
+    (a search ranks in an earlier snapshot; a fact deleted or hidden since is neither
+    counted nor handed out)."""
+    if not ids:
+        return set()
+    stmt = ctx.access.statements.get(
+        "recall visible",
+        lambda: (
+            update(facts)
+            .where(backend(conn).ids_in_param(facts.c.id, "ids"), visible_current(ctx))
+            .values(**recall_values(_NOW))
+            .returning(facts.c.id)
+        ),
+    )
+    return set(conn.execute(stmt, {"ids": list(ids), "now": ctx.clock()}).scalars())
 
 
 def get_fact(

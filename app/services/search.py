@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ from app.services import facts as fact_service
 from app.services.context import Context
 from app.services.facts import Fact
 from app.services.strength import decay_sql
-from app.services.validation import check_limit
+from app.services.validation import check_limit, fold_path, parse_tag_filter
 from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
 
@@ -86,29 +86,54 @@ def fts_chunks(q: str) -> list[str]:
     return ['"' + c.replace('"', '""') + '"' for c in unique]
 
 
-def _filters(
-    ctx: Context, under: str | None, tags: Sequence[str] | None, min_strength: float | None
-) -> list[Any]:
-    clauses = [visible_current(ctx), *fact_service.tag_filters(tags)]
-    scope = fact_service.subtree_filter(under)
-    if scope is not None:
-        clauses.append(scope)
-    if min_strength is not None and min_strength > 0:
-        # strength >= m  <=>  elapsed/stability <= -ln(m)
-        clauses.append(decay_sql(ctx.clock()) <= -math.log(min_strength))
-    return clauses
+@dataclass(frozen=True)
+class Scope:
+    """Which facts a search may return: those the subject may read, current, and
+    within the request's filters. Statements over it are built once per subject and
+    filters (app.db.statements) and kept in the subject's Access."""
+
+    ctx: Context
+    under: str | None = None
+    tags: tuple[str, ...] = ()
+    min_strength: float | None = None
+
+    def clauses(self) -> list[Any]:
+        clauses = [visible_current(self.ctx), *fact_service.tag_filters(self.tags)]
+        scope = fact_service.subtree_filter(self.under)
+        if scope is not None:
+            clauses.append(scope)
+        if self.min_strength is not None and self.min_strength > 0:
+            # strength >= m  <=>  elapsed/stability <= -ln(m)
+            clauses.append(decay_sql(self.ctx.clock()) <= -math.log(self.min_strength))
+        return clauses
+
+    def statement(self, kind: str, build: Callable[[list[Any]], Any]) -> Any:
+        """The statement `build` makes from the clauses, kept unless it holds the time."""
+        if self.min_strength:
+            return build(self.clauses())
+        key = (kind, self.under, self.tags)
+        return self.ctx.access.statements.get(key, lambda: build(self.clauses()))
 
 
-def _visible_among(
-    conn: Connection, filters: list[Any], ids: Sequence[int], columns: Sequence[Any]
-) -> list[Any]:
-    """The rows of `ids` that pass the filters (ACL included), in no particular order."""
-    among = backend(conn).ids_in(facts.c.id, ids)
-    return list(conn.execute(select(facts.c.id, *columns).where(among, *filters)).all())
+def _visible(
+    conn: Connection, scope: Scope, ids: Sequence[int], *, embedded: bool = False
+) -> set[int]:
+    """The ids among `ids` that the scope keeps (ACL included); with `embedded`, only
+    those with a vector."""
+    if not ids:
+        return set()
+    ids_in = backend(conn).ids_in_param
+
+    def build(clauses: list[Any]) -> Any:
+        with_vector = [facts.c.embedding.is_not(None)] if embedded else []
+        return select(facts.c.id).where(ids_in(facts.c.id, "ids"), *clauses, *with_vector)
+
+    stmt = scope.statement("visible-embedded" if embedded else "visible", build)
+    return set(conn.execute(stmt, {"ids": list(ids)}).scalars())
 
 
 def _fts_ranked(
-    conn: Connection, filters: list[Any], chunks: list[str], want: int, *, any_word: bool = False
+    conn: Connection, scope: Scope, chunks: list[str], want: int, *, any_word: bool = False
 ) -> list[tuple[int, float]]:
     """Best bm25 first among visible facts: rank in the keyword index alone (fast), then
     keep the visible candidates; widen until `want` are found or the matches run out."""
@@ -116,7 +141,7 @@ def _fts_ranked(
     fetch = max(4 * want, 40)
     while True:
         candidates = keywords.ranked(conn, chunks, any_word=any_word, limit=fetch)
-        keep = {row.id for row in _visible_among(conn, filters, [c[0] for c in candidates], [])}
+        keep = _visible(conn, scope, [c[0] for c in candidates])
         ranked = [(int(fid), float(bm25)) for fid, bm25 in candidates if fid in keep]
         if len(ranked) >= want or len(candidates) < fetch:
             ranked.sort(key=lambda pair: (pair[1], pair[0]))
@@ -139,7 +164,7 @@ class KeywordHit:
 
 
 def keyword_ranking(
-    conn: Connection, filters: list[Any], q: str, want: int, *, relax: bool = True
+    conn: Connection, scope: Scope, q: str, want: int, *, relax: bool = True
 ) -> list[KeywordHit]:
     """Up to `want` visible facts, best first: those holding every content word, then
     (with `relax`), when fewer than `want` visible facts hold them all, those holding
@@ -157,26 +182,39 @@ def keyword_ranking(
         return []
     content = [c for c in chunks if _is_content(c)]
     # A query of stop words alone ("to be or not to be") must hold all of them.
-    strict = _fts_ranked(conn, filters, content or chunks, want)
+    strict = _fts_ranked(conn, scope, content or chunks, want)
     hits = [KeywordHit(fid, True) for fid, _ in strict]
     if not relax or len(hits) >= want or len(content) < 2:
         return hits
     # Every strict match is also a relaxed one: ask for that many more.
     seen = {hit.fact_id for hit in hits}
-    relaxed = _fts_ranked(conn, filters, content, want + len(hits), any_word=True)
+    relaxed = _fts_ranked(conn, scope, content, want + len(hits), any_word=True)
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
 
 
 def _exact(
-    conn: Connection, filters: list[Any], query: np.ndarray, ids: Sequence[int] | None
+    conn: Connection, scope: Scope, query: np.ndarray, ids: Sequence[int] | None
 ) -> list[tuple[int, float]]:
-    """Cosine distance for the visible facts among `ids` (or all visible ones)."""
-    with_vector = [*filters, facts.c.embedding.is_not(None)]
+    """Cosine distance for the facts among `ids` (checked before), or for every fact the
+    scope keeps when `ids` is None."""
     if ids is None:
-        rows = conn.execute(select(facts.c.id, facts.c.embedding).where(*with_vector)).all()
+        stmt = scope.statement(
+            "embedded",
+            lambda clauses: select(facts.c.id, facts.c.embedding).where(
+                *clauses, facts.c.embedding.is_not(None)
+            ),
+        )
+        rows = conn.execute(stmt).all()
     else:
-        rows = _visible_among(conn, with_vector, ids, [facts.c.embedding])
+        bk = backend(conn)
+        stmt = bk.statements.get(
+            "embeddings",
+            lambda: select(facts.c.id, facts.c.embedding).where(
+                bk.ids_in_param(facts.c.id, "ids"), facts.c.embedding.is_not(None)
+            ),
+        )
+        rows = conn.execute(stmt, {"ids": list(ids)}).all()
     rows = [r for r in rows if len(r.embedding) == 4 * query.shape[0]]
     if not rows:
         return []
@@ -187,7 +225,7 @@ def _exact(
 
 def semantic_ranking(
     conn: Connection,
-    filters: list[Any],
+    scope: Scope,
     index: VectorIndex,
     query: np.ndarray,
     want: int,
@@ -204,7 +242,6 @@ def semantic_ranking(
     index.refresh(conn)
     probe = index.probe(query)
     needed = max(want * EXACT_RERANK, MIN_RESCORED)
-    with_vector = [*filters, facts.c.embedding.is_not(None)]
     visible: list[tuple[int, float]] = []
     seen: set[int] = set()
     examined = 0
@@ -227,7 +264,7 @@ def semantic_ranking(
             ]
             seen.update(fid for fid, _ in batch)
             examined += len(batch)
-            keep = {r.id for r in _visible_among(conn, with_vector, [f for f, _ in batch], [])}
+            keep = _visible(conn, scope, [f for f, _ in batch], embedded=True)
             visible += [pair for pair in batch if pair[0] in keep]
             missing = needed - len(visible)
             if missing <= 0:
@@ -235,14 +272,14 @@ def semantic_ranking(
             # The share of visible facts so far tells how far the rest would go.
             share = max(len(visible), 1) / max(examined, 1)
             if examined + missing / share > probe.total / 4:
-                return _best(_exact(conn, filters, query, None), want)
+                return _best(_exact(conn, scope, query, None), want)
             start += chunk
             chunk *= 2
     if len(visible) < want and examined < probe.total:
         # Every cell taken, yet some visible facts were not among any cell's best.
-        return _best(_exact(conn, filters, query, None), want)
+        return _best(_exact(conn, scope, query, None), want)
     best = [fid for fid, _ in _best(visible, needed)]
-    return _best(_exact(conn, [], query, best), want)
+    return _best(_exact(conn, scope, query, best), want)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
@@ -298,6 +335,12 @@ def prepare(
         raise _invalid("q", f"q is longer than {MAX_QUERY_CHARS} characters")
     if min_strength is not None and not 0 <= min_strength <= 1:
         raise _invalid("min_strength", "min_strength must be between 0 and 1")
+    # The filters are made into SQL only when a statement needs them (Scope): check
+    # them here, so that a bad one is refused whatever the memory holds.
+    if under:
+        fold_path(under, field="under")
+    for tag in tags or ():
+        parse_tag_filter(tag)
     mode = mode or ("hybrid" if embedder is not None else "keyword")
     vector = None
     if mode in ("semantic", "hybrid"):
@@ -336,11 +379,11 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
 
     Each half runs once; scores are made for the page alone.
     """
-    filters = _filters(ctx, query.under, query.tags, query.min_strength)
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
     limit = query.limit
     scores: dict[int, dict[str, Any]] = {}
     if query.mode == "keyword":
-        hits = keyword_ranking(conn, filters, query.q, limit)
+        hits = keyword_ranking(conn, scope, query.q, limit)
         order = []
         for position, hit in enumerate(hits, start=1):
             score = keyword_score(position)
@@ -351,13 +394,13 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
     depth = limit if query.mode == "semantic" else max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
     vectors = backend(conn).vectors
     if vectors.in_database:
-        semantic = vectors.nearest(conn, filters, query.vector, depth)
+        semantic = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
-        semantic = semantic_ranking(conn, filters, index, query.vector, depth)
+        semantic = semantic_ranking(conn, scope, index, query.vector, depth)
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
-    keyword = keyword_ranking(conn, filters, query.q, depth, relax=False)
+    keyword = keyword_ranking(conn, scope, query.q, depth, relax=False)
     order = fuse(keyword, semantic, limit)
     page = {fid for fid, _ in order}
     for position, hit in enumerate(keyword, start=1):
@@ -391,10 +434,11 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     transaction, and a fact deleted or hidden since must not be handed out.
     """
     wanted = [fid for fid, _ in ranking.order]
-    still = {row.id for row in _visible_among(conn, [visible_current(ctx)], wanted, [])}
+    if peek:
+        still = _visible(conn, Scope(ctx), wanted)
+    else:
+        still = fact_service.recall_visible(conn, ctx, wanted)
     ids = [fid for fid in wanted if fid in still]
-    if not peek:
-        fact_service.recall(conn, ctx, ids)
     hydrated = {fact.id: fact for fact in fact_service.hydrate(conn, ctx, ids)}
     results = [
         SearchResult(hydrated[fid], score, ranking.scores[fid])

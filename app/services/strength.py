@@ -30,13 +30,14 @@ def last_touch(row_last_recall_at: float | None, row_created_at: float) -> float
     return row_last_recall_at if row_last_recall_at is not None else row_created_at
 
 
-def decay_sql(now: float) -> ColumnElement[Any]:
-    """elapsed_days / stability_days in SQL: ordering by it ascending is strongest first."""
+def decay_sql(now: float | ColumnElement[float]) -> ColumnElement[Any]:
+    """elapsed_days / stability_days in SQL: ordering by it ascending is strongest first.
+    `now` is a time, or a bound parameter for statements built once."""
     elapsed = greatest(now - func.coalesce(facts.c.last_recall_at, facts.c.created_at), 0.0)
     return elapsed / SECONDS_PER_DAY / facts.c.stability_days
 
 
-def recall_values(now: float) -> dict[str, Any]:
+def recall_values(now: float | ColumnElement[float]) -> dict[str, Any]:
     """The UPDATE ... SET of one recall, from the row's own current values.
 
     Written as one UPDATE so that two concurrent recalls serialize on the write

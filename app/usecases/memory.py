@@ -275,7 +275,8 @@ class Memory:
         The write lock is taken only for the recalls; a peek takes none.
         """
         rt = self.runtime
-        embedder = self._model()
+        # A keyword search runs no model: it need not look for a switched one either.
+        embedder = rt.embedder if request.mode == "keyword" else self._model()
         query = search_service.prepare(
             q=request.q,
             embedder=embedder,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
 from app.errors import InvalidInput, Unavailable
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
+from app.services import search as search_service
 from app.services.facts import NewFact
 from app.usecases.memory import SearchRequest
 from tests.conftest import TEST_WIDTH
@@ -256,3 +257,76 @@ def test_the_relaxed_words_do_not_depend_on_hidden_facts(actor, rt) -> None:
     after = page(find(alice, "comet nebula", mode="keyword", peek=True))
     assert {fid for fid, _ in after} == {fid for fid, _ in before}
     assert [scores for _, scores in after] == [scores for _, scores in before]
+
+
+@pytest.mark.parametrize("peek", [False, True])
+def test_a_fact_deleted_or_hidden_after_ranking_is_not_handed_out(actor, rt, peek) -> None:
+    """Ranking reads one snapshot and the page is delivered in the next transaction:
+    what changed between them is checked again, and nothing hidden is counted."""
+    owner, alice = actor(), actor("alice")
+    kept, deleted, hidden = store(
+        owner,
+        [
+            NewFact("/open/kept", "zeta marker kept"),
+            NewFact("/open/deleted", "zeta marker deleted"),
+            NewFact("/open/hidden", "zeta marker hidden"),
+        ],
+    )
+    grant(rt, "p, alice, path:/open/*, read, allow")
+    query = search_service.prepare(q="zeta marker", embedder=None, mode="keyword")
+    with alice.memory.transaction("alice") as (conn, ctx):
+        ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+    assert {fid for fid, _ in ranking.order} == {kept.id, deleted.id, hidden.id}
+    with owner.tx() as (conn, ctx):
+        fact_service.delete_fact(conn, ctx, deleted.id)
+    grant(rt, "p, alice, path:/open/hidden, read, deny")
+    with alice.tx() as (conn, ctx):
+        page = search_service.deliver(conn, ctx, ranking, peek=peek)
+    assert [r.fact.id for r in page.results] == [kept.id]
+    with owner.tx() as (conn, ctx):
+        counts = {
+            fid: fact_service.get_fact(conn, ctx, fid, peek=True, include_deleted=True).recall_count
+            for fid in (kept.id, deleted.id, hidden.id)
+        }
+    assert counts == {kept.id: 0 if peek else 1, deleted.id: 0, hidden.id: 0}
+
+
+def test_a_search_runs_the_same_statements_however_many_words_it_has(actor, rt) -> None:
+    """No per-word query (document frequencies or otherwise): one question of two words
+    and one of twelve cost the same number of statements, tier for tier."""
+    me = actor()
+    words = "amber basalt cobalt dune ember fjord garnet heron indigo jasper kelp lichen"
+    store(me, [NewFact(f"/w/{i}", f"{word} notes") for i, word in enumerate(words.split())])
+    seen: list[str] = []
+
+    def count(q: str) -> int:
+        seen.clear()
+        find(me, q, mode="keyword", limit=3)
+        return len(seen)
+
+    event.listen(rt.engine, "before_cursor_execute", lambda *args: seen.append(args[2]))
+    # Both hold no strict match and fill from the relaxed tier.
+    assert count("amber basalt") == count(words)
+
+
+def test_filters_kept_for_one_request_do_not_leak_into_the_next(actor, clock) -> None:
+    """Statements are built once per subject and filters and reused: a request with
+    other filters (or the same, later) gets its own, right, answer."""
+    me = actor()
+    store(
+        me,
+        [
+            NewFact("/a/x", "omega note one", {"kind": "a"}),
+            NewFact("/b/y", "omega note two", {"kind": "b"}),
+        ],
+    )
+    for _ in range(2):
+        assert [r.fact.path for r in find(me, "omega", mode="keyword", under="/a").results] == [
+            "/a/x"
+        ]
+        assert [r.fact.path for r in find(me, "omega", mode="keyword", under="/b").results] == [
+            "/b/y"
+        ]
+        only_b = find(me, "omega", mode="keyword", tags=["kind=b"]).results
+        assert [r.fact.path for r in only_b] == ["/b/y"]
+        assert len(find(me, "omega", mode="keyword").results) == 2

@@ -26,6 +26,8 @@ import numpy as np
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.db.statements import Statements
+
 
 class Keywords(Protocol):
     def ranked(
@@ -72,8 +74,18 @@ class Backend(Protocol):
         """The dialect's INSERT, which has on_conflict_do_update / on_conflict_do_nothing."""
         ...
 
+    @property
+    def statements(self) -> Statements:
+        """Statements that name no subject, built once for this backend."""
+        ...
+
     def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
         """`column IN ids` for a list of any length, in one bound parameter."""
+        ...
+
+    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        """The same test against the parameter `name`, a list of ids given at execution:
+        for statements built once (app.db.statements)."""
         ...
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:

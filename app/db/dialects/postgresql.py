@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.db.statements import Statements
 from app.db.tables import facts
 from app.errors import Unavailable
 
@@ -171,12 +172,16 @@ class PostgresBackend:
     def __init__(self) -> None:
         self.keywords = PostgresKeywords()
         self.vectors = PostgresVectors()
+        self.statements = Statements()
 
     def insert(self, table: Table) -> Any:
         return pg_insert(table)
 
     def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
         return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
+
+    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         key = next(iter(table.primary_key.columns)).name

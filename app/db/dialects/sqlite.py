@@ -8,27 +8,40 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, Table, func, literal_column, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    String,
+    Table,
+    TypeDecorator,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.db.statements import Statements
 from app.db.tables import facts_fts
 
 _FTS: Any = literal_column("facts_fts")
+# Rank in FTS5 alone (fast, in C); the caller keeps the visible ones.
+_RANKED = (
+    select(facts_fts.c.rowid, func.bm25(_FTS))
+    .where(_FTS.op("MATCH")(bindparam("match")))
+    .order_by(literal_column("rank"))
+    .limit(bindparam("limit"))
+)
 
 
 class SqliteKeywords:
     def ranked(
         self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
     ) -> list[tuple[int, float]]:
-        # Rank in FTS5 alone (fast, in C); the caller keeps the visible ones.
         match = (" OR " if any_word else " ").join(chunks)
-        rows = conn.execute(
-            select(facts_fts.c.rowid, func.bm25(_FTS))
-            .where(_FTS.op("MATCH")(match))
-            .order_by(literal_column("rank"))
-            .limit(limit)
-        ).all()
+        rows = conn.execute(_RANKED, {"match": match, "limit": limit}).all()
         return [(int(fid), float(score)) for fid, score in rows]
 
     def document_frequency(self, conn: Connection, chunk: str) -> int:
@@ -53,19 +66,37 @@ class SqliteVectors:
         raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
 
 
+class _JsonIds(TypeDecorator[Any]):
+    """A list of ids bound as one JSON array, which json_each unpacks."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str:
+        return json.dumps([int(i) for i in value])
+
+
 class SqliteBackend:
     name = "sqlite"
 
     def __init__(self) -> None:
         self.keywords = SqliteKeywords()
         self.vectors = SqliteVectors()
+        self.statements = Statements()
 
     def insert(self, table: Table) -> Any:
         return sqlite_insert(table)
 
     def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
+        return self._in_json(column, bindparam(None, list(ids), type_=_JsonIds()))
+
+    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        return self._in_json(column, bindparam(name, type_=_JsonIds()))
+
+    @staticmethod
+    def _in_json(column: ColumnElement[Any], array: Any) -> ColumnElement[bool]:
         # One JSON parameter: no limit on the number of ids, one statement to cache.
-        unpacked = select(text("value")).select_from(func.json_each(json.dumps(list(ids))))
+        unpacked = select(text("value")).select_from(func.json_each(array))
         return column.in_(unpacked.scalar_subquery())
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
