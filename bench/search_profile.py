@@ -12,8 +12,9 @@ same queries are then run again (the query cache's embedding).
 
 Stages are timed by wrapping the service functions by name: embed = prepare();
 rank keyword / rank semantic = keyword_ranking / semantic_ranking; fuse = the
-rest of rank(); hydrate = facts.hydrate; recall writes = facts.recall; total =
-everything a request pays, the ACL compilation and both transactions included.
+rest of rank(); hydrate = facts.hydrate; recall writes = facts.recall_visible (the
+recheck and the recall, one UPDATE); total = everything a request pays, the ACL
+compilation and both transactions included.
 """
 
 from __future__ import annotations
@@ -156,6 +157,13 @@ def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
     }
 
 
+def asked(q: str, mode: str) -> str:
+    """Keyword queries are a few words, as people type them; the others whole sentences,
+    with the mode's name after them so that each mode's are new to the query cache (a
+    keyword search embeds nothing: its words are left as they are)."""
+    return " ".join(q.split()[:3]) if mode == "keyword" else f"{q} {mode}"
+
+
 def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
     timers = Timers()
     timers.wrap(search_service, "prepare", "embed")
@@ -163,20 +171,17 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
     timers.wrap(search_service, "keyword_ranking", "rank keyword")
     timers.wrap(search_service, "semantic_ranking", "rank semantic")
     timers.wrap(fact_service, "hydrate", "hydrate")
-    timers.wrap(fact_service, "recall", "recall writes")
+    timers.wrap(fact_service, "recall_visible", "recall writes")
     try:
         out: dict[str, dict[str, list[float]]] = {}
         for mode in MODES:
             per_stage: dict[str, list[float]] = defaultdict(list)
             for q in queries:
-                # Keyword queries are a few words, as people type them; the others whole
-                # sentences. A suffix makes each query new to the query cache.
-                text = " ".join(q.split()[:3]) if mode == "keyword" else q
-                for stage, seconds in one_search(rt, timers, f"{text} {mode}", mode).items():
+                text = asked(q, mode)
+                for stage, seconds in one_search(rt, timers, text, mode).items():
                     per_stage[stage].append(seconds)
             for q in queries:  # the same queries again: what a repeated search pays
-                text = " ".join(q.split()[:3]) if mode == "keyword" else q
-                seconds = one_search(rt, timers, f"{text} {mode}", mode)["total"]
+                seconds = one_search(rt, timers, asked(q, mode), mode)["total"]
                 per_stage["total, query seen before"].append(seconds)
             out[mode] = per_stage
         return out
