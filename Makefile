@@ -50,8 +50,12 @@ test: lint typecheck imports unit
 
 test-fast: lint typecheck imports unit-fast
 
+# Search speed and size at 10k and 100k facts, where a search spends its time at both,
+# and retrieval quality per mode on the labelled set (bench/quality_set.json).
 bench: $(STAMP)
-	$(BIN)/python -m bench.search_bench
+	$(BIN)/python -m bench.search_bench --home bench/out/memories
+	$(BIN)/python -m bench.search_profile --home bench/out/memories
+	$(BIN)/python -m bench.quality
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json

@@ -24,14 +24,17 @@ def rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def load_line() -> str:
-    """'load average 0.12 0.30 0.25 on 2 cores; threads pinned to 1' (+ a warning)."""
+def load_line(onnx_threads: str | None = None) -> str:
+    """'load average 0.12 0.30 0.25 on 2 cores; threads pinned to 1' (+ a warning).
+    `onnx_threads` says how the bench's model runs when not pinned like the rest."""
     one, five, fifteen = os.getloadavg()
     cores = os.cpu_count() or 1
-    line = (
-        f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {cores} cores; "
-        f"BLAS/OpenMP/ONNX threads pinned to {threads()}"
+    pinned = (
+        f"BLAS/OpenMP threads pinned to {threads()}, ONNX threads: {onnx_threads}"
+        if onnx_threads
+        else f"BLAS/OpenMP/ONNX threads pinned to {threads()}"
     )
+    line = f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {cores} cores; {pinned}"
     if one > BUSY_SHARE * cores:
         line += (
             f"\nWARNING: the machine is busy (load {one:.2f} on {cores} cores): "
@@ -40,6 +43,6 @@ def load_line() -> str:
     return line
 
 
-def report_load() -> None:
-    print(load_line())
+def report_load(onnx_threads: str | None = None) -> None:
+    print(load_line(onnx_threads))
     sys.stdout.flush()

@@ -1,12 +1,14 @@
 """Where one search spends its time, stage by stage, with the real offline model.
 
-    python -m bench.search_profile [--facts 10000] [--queries 60] [--smoke]
+    python -m bench.search_profile [--facts 10000,100000] [--queries 60] [--home DIR]
+    python -m bench.search_profile --smoke        # seconds: what `make test` runs
 
-Builds a memory of `--facts` real English sentences (the standard library's
-comments, bench/corpus.py) readable in part by a subject `agent` through 50
-policy lines, then runs each query through the use case the HTTP route calls
-(Memory.search): prepare (embed the query, no transaction), rank in a read
-snapshot, deliver (hydrate the page, count the recalls) in a write transaction.
+Searches the memories bench/search_bench.py builds (the same generator, the same
+50 policy lines through which the subject `agent` reads about half the memory;
+built here when --home does not hold them already) through the use case the HTTP
+route calls (Memory.search): prepare (embed the query, no transaction), rank in a
+read snapshot, deliver (recheck, count the recalls, hydrate the page) in a write
+transaction. The model runs as a server runs it by default (embedding.threads 0).
 Each query is new to the process the first time (a first search's cost); the
 same queries are then run again (the query cache's embedding).
 
@@ -21,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -33,22 +33,19 @@ from typing import Any
 
 import numpy as np
 
-from app.db.engine import read_transaction
 from app.dirs import Dirs
 from app.embeddings.loader import load_embedder
 from app.runtime import open_runtime
 from app.services import facts as fact_service
-from app.services import policies as policy_service
 from app.services import search as search_service
-from app.services.facts import NewFact
 from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
+from bench import machine, search_bench
 from bench.corpus import sentences
+from bench.search_bench import MODEL, WIDTH
 
-OUT = Path(__file__).parent / "out"
-MODEL, WIDTH = "minilm-l6", 384
-TOP_DIRS = 20
 MODES = ("keyword", "semantic", "hybrid")
+ONNX_THREADS = "onnxruntime's choice, as a server makes it (embedding.threads 0)"
 STAGES = (
     "embed",
     "rank keyword",
@@ -59,53 +56,6 @@ STAGES = (
     "total",
     "total, query seen before",
 )
-
-
-def policy_lines() -> list[str]:
-    """50 lines for `agent` through a role: subtrees, nodes, tags and denies (~60% visible)."""
-    lines = ["g, agent, analyst"]
-    lines += [f"p, analyst, path:/d{d}/*, read, allow" for d in range(0, TOP_DIRS, 2)]
-    lines += [f"p, agent, path:/d{d}/s0, read, allow" for d in range(1, TOP_DIRS, 2)]
-    lines += [f"p, agent, tag:topic=t{g}, read, allow" for g in range(10)]
-    lines += [f"p, agent, path:/d{d}/s9/*, read, deny" for d in range(0, TOP_DIRS, 4)]
-    lines += [f"p, analyst, tag:team=x{g}, read, allow" for g in range(12)]
-    lines.append("p, agent, tag:secret=yes, read, deny")
-    return lines[:50]
-
-
-def embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
-    """The documents' vectors, computed once per corpus and kept under bench/out."""
-    import hashlib
-
-    OUT.mkdir(exist_ok=True)
-    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
-    path = OUT / f"profile-{MODEL}-{len(texts)}-{digest}.npy"
-    if path.exists():
-        return np.load(path)
-    print(f"embedding {len(texts)} facts once (kept in {path}) ...", file=sys.stderr)
-    vectors = embedder.embed_documents(texts)
-    np.save(path, vectors)
-    return vectors
-
-
-def build(home: Path, texts: list[str], vectors: np.ndarray) -> Any:
-    settings = Settings(
-        dirs=Dirs(home, home, home), embedding={"model": "none", "width": WIDTH, "download": False}
-    )
-    rt = open_runtime(settings)
-    memory = Memory(rt)
-    for start in range(0, len(texts), 1000):
-        items, blobs = [], []
-        for k in range(start, min(start + 1000, len(texts))):
-            tags = {"topic": f"t{k % 40}"} | ({"secret": "yes"} if k % 97 == 0 else {})
-            items.append(NewFact(f"/d{k % TOP_DIRS}/s{(k // TOP_DIRS) % 10}", texts[k], tags))
-            blobs.append(vectors[k].astype("<f4").tobytes())
-        with memory.transaction(write=True) as (conn, ctx):
-            fact_service.store_facts(conn, ctx, items, vectors=blobs)
-    with memory.transaction(write=True) as (conn, ctx):
-        for line in policy_lines():
-            policy_service.add_policy(conn, ctx, line)
-    return rt
 
 
 class Timers:
@@ -189,36 +139,27 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
         timers.restore()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=int, default=10_000)
-    parser.add_argument("--queries", type=int, default=60)
-    parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
-    args = parser.parse_args(argv)
-    if args.smoke:
-        args.facts, args.queries = 150, 4
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        settings = Settings(
-            dirs=Dirs(home / "w", home / "w", home / "w"),
-            embedding={"model": MODEL, "width": WIDTH, "download": False},
-        )
-        embedder = load_embedder(settings)
-        assert embedder is not None
-        pool = sentences(args.facts + args.queries)
-        texts, queries = pool[: args.facts], pool[args.facts :]
-        vectors = embedder.embed_documents(texts) if args.smoke else embeddings(embedder, texts)
-        rt = build(home, texts, vectors)
-        rt.embedder = embedder
-        with read_transaction(rt.engine) as conn:
-            rt.vector_index.refresh(conn)
+def profile_size(
+    size: int, home: Path, unique: list[str], vectors: np.ndarray, embedder: Any, queries: list[str]
+) -> dict[str, dict[str, list[float]]]:
+    """The memory of search_bench at `size` (built in `home` unless it is there), searched
+    with the server's default model settings."""
+    search_bench.build(home, size, unique, vectors)
+    rt = open_runtime(search_bench.settings_for(home))
+    rt.embedder = embedder
+    rt.load_vector_index()
+    try:
         one_search(rt, Timers(), "warm up the model and the caches", "hybrid")
-        results = profile(rt, queries)
+        return profile(rt, queries)
+    finally:
         rt.close()
+
+
+def print_table(size: int, queries: int, results: dict[str, dict[str, list[float]]]) -> None:
     print(
-        f"\nsearch profile: {args.facts} facts, {len(queries)} queries per mode, model {MODEL}, "
-        "subject `agent` (50 policy lines), limit 10, recalls counted\n"
+        f"\nsearch profile: {size} facts, {queries} queries per mode, model {MODEL} "
+        f"({ONNX_THREADS}), subject `agent` "
+        "(50 policy lines), limit 10, recalls counted\n"
     )
     print(f"| {'stage (p50 ms)':<24} | " + " | ".join(f"{m:>8}" for m in MODES) + " |")
     print(f"|{'-' * 26}|" + "|".join("-" * 10 for _ in MODES) + "|")
@@ -231,6 +172,36 @@ def main(argv: list[str] | None = None) -> None:
         at = min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))
         p95.append(f"{ordered[at] * 1000:8.2f}")
     print(f"| {'total p95':<24} | " + " | ".join(p95) + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--facts", default="10000,100000", help="sizes, comma-separated")
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
+    parser.add_argument("--home", type=Path, help="keep the memories here (search_bench's too)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.facts, args.queries, args.unique = "1500", 4, 120
+    machine.report_load(ONNX_THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        # The server's default: threads 0, onnxruntime takes the cores it finds.
+        model_home = Path(tmp)
+        settings = Settings(
+            dirs=Dirs(model_home, model_home, model_home),
+            embedding={"model": MODEL, "width": WIDTH, "download": False},
+        )
+        embedder = load_embedder(settings)
+        assert embedder is not None
+        everything = sentences(args.unique + args.queries)
+        queries, unique = everything[-args.queries :], everything[: -args.queries]
+        vectors = search_bench.cached_embeddings(embedder, unique)
+        root = args.home or Path(tmp)
+        for size in (int(n) for n in args.facts.split(",")):
+            results = profile_size(size, root / f"m{size}", unique, vectors, embedder, queries)
+            print_table(size, len(queries), results)
+    machine.report_load(ONNX_THREADS)
 
 
 if __name__ == "__main__":
