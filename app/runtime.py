@@ -11,7 +11,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from app.acl.enforcer import AccessControl
@@ -62,6 +62,13 @@ class Runtime:
         """Stop (StartupError) unless config, meta and the loaded model agree on the width."""
         with read_transaction(self.engine) as conn:
             migrate.check_width(conn, self.settings.embedding.width, self.model.width)
+
+    def model_is_current(self, conn: Connection) -> bool:
+        """Whether the memory (as `conn` sees it) names the loaded model, or none: a
+        search checks this in its own snapshot instead of a read of its own before
+        embedding, and follows a switch only when there was one."""
+        wanted, _width = migrate.stored_model_and_width(conn)
+        return wanted is None or wanted == self.model.name
 
     def follow_model(self) -> None:
         """Load the model the memory now names, when another process switched it.

@@ -275,9 +275,29 @@ class Memory:
         The write lock is taken only for the recalls; a peek takes none.
         """
         rt = self.runtime
-        # A keyword search runs no model: it need not look for a switched one either.
-        embedder = rt.embedder if request.mode == "keyword" else self._model()
-        query = search_service.prepare(
+        # The model loaded here, embedding before any transaction; whether another
+        # process switched the memory to another model since is asked in the ranking's
+        # snapshot (one read there, not a transaction of its own). A keyword search
+        # runs no model and asks nothing.
+        uses_model = request.mode != "keyword"
+        # With no model loaded, look for one first: prepare() would refuse without it.
+        embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
+        query = self._prepare_search(request, embedder)
+        with self.transaction(subject) as (conn, ctx):
+            switched = uses_model and not rt.model_is_current(conn)
+            ranking = None if switched else search_service.rank(conn, ctx, query, rt.vector_index)
+        if ranking is None:
+            query = self._prepare_search(request, self._model())
+            with self.transaction(subject) as (conn, ctx):
+                ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+        with self.transaction(subject, write=not request.peek) as (conn, ctx):
+            return search_service.deliver(conn, ctx, ranking, peek=request.peek)
+
+    def _prepare_search(
+        self, request: SearchRequest, embedder: Embedder | None
+    ) -> search_service.Query:
+        rt = self.runtime
+        return search_service.prepare(
             q=request.q,
             embedder=embedder,
             model_problem=rt.model_problem,
@@ -289,10 +309,6 @@ class Memory:
             sort=request.sort,
             cache=rt.query_cache,
         )
-        with self.transaction(subject) as (conn, ctx):
-            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-        with self.transaction(subject, write=not request.peek) as (conn, ctx):
-            return search_service.deliver(conn, ctx, ranking, peek=request.peek)
 
     # --- who and what ----------------------------------------------------------
 

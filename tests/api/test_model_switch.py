@@ -56,3 +56,34 @@ def test_the_server_loads_the_model_the_cli_switched_to(
     assert len(by_id) == 8
     assert all(-1.0 <= r["scores"]["cosine"] <= 1.0 for r in found["results"])
     assert tiny_model.width == TINY_WIDTH
+
+
+def test_a_search_follows_a_switch_from_one_model_to_another(
+    client: TestClient, auth: Auth, home: Path, tiny_model: ModelSpec, cli_env: None
+) -> None:
+    """A search embeds with the loaded model before it opens a transaction, and asks in
+    its snapshot whether the memory still names that model: after a switch it loads
+    the new one and embeds again, so no query is ranked with the old model's vector."""
+    from app.embeddings.catalog import register_spec, unregister_spec
+    from tests.onnx_factory import make_tiny_model_dir, tiny_spec
+
+    other = tiny_spec("tiny-16", 16, seed=3)
+    register_spec(other)
+    make_tiny_model_dir(home / "tiny-16", 16, seed=3)
+    try:
+        for name, width in ((TINY, TINY_WIDTH), ("tiny-16", 16)):
+            switched = CliRunner().invoke(cli.app, ["model", "use", name])
+            assert switched.exit_code == 0, switched.output
+            # No /readyz first: the search itself finds the switch.
+            found = client.get(
+                "/v1/search",
+                params={"q": "memory", "mode": "semantic", "limit": 100},
+                headers=auth("default"),
+            )
+            assert found.status_code == 200, found.text
+            assert len(found.json()["results"]) == 7  # the /memory facts, re-embedded
+            model = client.get("/readyz").json()["model"]
+            assert model == {"loaded": True, "name": name, "reason": None}
+            assert other.width == 16 and width in (TINY_WIDTH, 16)
+    finally:
+        unregister_spec("tiny-16")
