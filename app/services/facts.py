@@ -158,17 +158,26 @@ def links_of(conn: Connection, ctx: Context, contents: Sequence[str]) -> list[li
     return [[Link(p, p in visible) for p in links] for links in per_fact]
 
 
+# A fact's columns as a page shows them: its path, and whether it has a vector (not
+# the vector). Columns of a SELECT, or of the recall's UPDATE ... RETURNING
+# (recall_visible). Whether a newer fact supersedes it is a query of its own: as a
+# correlated subquery in RETURNING, SQLite scanned the whole supersedes index for
+# every row (2 ms for 3 rows at 10k facts).
+_PATH = select(paths.c.path).where(paths.c.id == facts.c.path_id).scalar_subquery().label("path")
+_COLUMNS = (
+    *(c for c in facts.c if c.name != "embedding"),
+    facts.c.embedding.is_not(None).label("embedded"),
+    _PATH,
+)
+
+
 def _hydrate_statements(conn: Connection) -> tuple[Any, Any, Any]:
-    """The rows, the tags and the successors of a page of facts: built once (a page is
-    hydrated on every search, app.db.statements)."""
+    """The rows, the tags and the superseded among a page of facts: built once (a page
+    is hydrated on every search, app.db.statements)."""
     bk = backend(conn)
 
     def build() -> tuple[Any, Any, Any]:
-        rows = (
-            select(facts, paths.c.path)
-            .join(paths, paths.c.id == facts.c.path_id)
-            .where(bk.ids_in_param(facts.c.id, "ids"))
-        )
+        rows = select(*_COLUMNS).where(bk.ids_in_param(facts.c.id, "ids"))
         # Own tags are the effective ones whose source is the fact itself.
         tags = select(
             effective_fact_tags.c.fact_id,
@@ -188,13 +197,22 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
     """The facts the caller already knows are readable, in the order of `ids`."""
     if not ids:
         return []
+    rows_stmt, _tags, _superseded = _hydrate_statements(conn)
+    return _as_facts(conn, ctx, ids, list(conn.execute(rows_stmt, {"ids": list(ids)})))
+
+
+def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[Any]) -> list[Fact]:
+    """Facts from their rows (_COLUMNS), in the order of `ids`; ids without a row are
+    left out."""
     now = ctx.clock()
-    rows_stmt, tags_stmt, superseded_stmt = _hydrate_statements(conn)
-    given = {"ids": list(ids)}
-    rows = {row.id: row for row in conn.execute(rows_stmt, given)}
+    rows = {row.id: row for row in found}
+    ids = [fid for fid in ids if fid in rows]
+    if not ids:
+        return []
+    _rows, tags_stmt, superseded_stmt = _hydrate_statements(conn)
     own: dict[int, dict[str, str]] = {i: {} for i in ids}
     effective: dict[int, dict[str, str]] = {i: {} for i in ids}
-    for fid, key, value, source in conn.execute(tags_stmt, given):
+    for fid, key, value, source in conn.execute(tags_stmt, {"ids": ids}):
         effective[fid][key] = value
         if source == "fact":
             own[fid][key] = value
@@ -202,7 +220,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
     # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
     # trace a hidden successor leaves, and it tells no more than the fact's absence
     # from default listings (and a 409 on a second supersede) already does.
-    superseded = set(conn.execute(superseded_stmt, given).scalars())
+    superseded = set(conn.execute(superseded_stmt, {"ids": ids}).scalars())
     successors: dict[int, int] = {}
     if superseded:
         successor = SUCCESSOR
@@ -229,9 +247,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
     )
     out = []
     for fid in ids:
-        row = rows.get(fid)
-        if row is None:
-            continue
+        row = rows[fid]
         elapsed_days = (now - last_touch(row.last_recall_at, row.created_at)) / SECONDS_PER_DAY
         out.append(
             Fact(
@@ -251,7 +267,7 @@ def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
                 recall_count=row.recall_count,
                 stability_days=row.stability_days,
                 strength=strength(elapsed_days, row.stability_days),
-                embedded=row.embedding is not None,
+                embedded=bool(row.embedded),
             )
         )
     return out
@@ -288,23 +304,24 @@ def recall(conn: Connection, ctx: Context, ids: Iterable[int]) -> None:
         conn.execute(stmt, {"ids": ids, "now": ctx.clock()})
 
 
-def recall_visible(conn: Connection, ctx: Context, ids: Sequence[int]) -> set[int]:
+def recall_visible(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
     """Count a recall of each fact among `ids` that the subject may still read and that
-    is still current, and say which those were: the check and the recall in one UPDATE
-    (a search ranks in an earlier snapshot; a fact deleted or hidden since is neither
-    counted nor handed out)."""
+    is still current, and hand those out, in the order of `ids`: the check, the recall
+    and the rows in one UPDATE ... RETURNING (a search ranks in an earlier snapshot; a
+    fact deleted or hidden since is neither counted nor handed out)."""
     if not ids:
-        return set()
+        return []
     stmt = ctx.access.statements.get(
         "recall visible",
         lambda: (
             update(facts)
             .where(backend(conn).ids_in_param(facts.c.id, "ids"), visible_current(ctx))
             .values(**recall_values(_NOW))
-            .returning(facts.c.id)
+            .returning(*_COLUMNS)
         ),
     )
-    return set(conn.execute(stmt, {"ids": list(ids), "now": ctx.clock()}).scalars())
+    found = list(conn.execute(stmt, {"ids": list(ids), "now": ctx.clock()}))
+    return _as_facts(conn, ctx, ids, found)
 
 
 def get_fact(

@@ -5,10 +5,12 @@ The keyword index and, on PostgreSQL, nearest-neighbour search are the backend's
 process's in-memory vector index on SQLite. The tiers, fusion and filters are here.
 
 Every mode filters inside SQL with the subject's read clause and the request's
-filters, so a page is never starved by filtering after the fact: keyword search
-filters in the FTS query itself, and semantic search keeps examining candidates
-(nearest first) until it has enough *visible* ones, falling back to every
-visible fact when the filters are very selective.
+filters, and keeps going until the page is full, so a page is never starved by
+filtering: keyword search ranks in the keyword index and widens its window until
+enough of the candidates are visible, and semantic search keeps examining
+candidates (nearest first) until it has enough *visible* ones, falling back to
+every visible fact when the filters are very selective. The statements over the
+subject's fragment are built once and kept in its Access (Scope.statement).
 """
 
 from __future__ import annotations
@@ -438,10 +440,10 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     wanted = [fid for fid, _ in ranking.order]
     if peek:
         still = _visible(conn, Scope(ctx), wanted)
+        handed = fact_service.hydrate(conn, ctx, [fid for fid in wanted if fid in still])
     else:
-        still = fact_service.recall_visible(conn, ctx, wanted)
-    ids = [fid for fid in wanted if fid in still]
-    hydrated = {fact.id: fact for fact in fact_service.hydrate(conn, ctx, ids)}
+        handed = fact_service.recall_visible(conn, ctx, wanted)
+    hydrated = {fact.id: fact for fact in handed}
     results = [
         SearchResult(hydrated[fid], score, ranking.scores[fid])
         for fid, score in ranking.order
