@@ -24,7 +24,8 @@ against latency and recall, and the old flat scan.
 With --backend postgresql the memories are PostgreSQL databases (bench/databases.py:
 a pgserver started for the run, kept under --home DIR/pgdata when there is a
 --home, or the server of --database-url). The same generator, policies, queries
-and tables, but for the partitioned index's (PostgreSQL walks pgvector's HNSW).
+and tables, but the partitioned index's: PostgreSQL walks pgvector's HNSW, and its
+trade is hnsw.ef_search against latency and recall.
 """
 
 from __future__ import annotations
@@ -405,8 +406,8 @@ def run_size(
             if mode == "semantic":
                 semantic_results.append({r.fact.id for r in found.results})
         row[mode] = ms(times)
-    # The partitioned index is SQLite's alone (PostgreSQL walks pgvector's HNSW).
-    row["trade"] = trade(rt, query_vectors) if url is None else []
+    # The partitioned index is SQLite's alone; PostgreSQL walks pgvector's HNSW.
+    row["trade"] = trade(rt, query_vectors) if url is None else hnsw_trade(rt, query_vectors)
     row["flat"] = flat_scan(rt, query_vectors) if url is None else {}
     # Exact search last: it reads every embedding (and its matmuls wake BLAS threads).
     truth, row["visible"] = exact_top10(rt, query_vectors)
@@ -441,6 +442,30 @@ def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
             out[-1].update({"rank": ms(times), "got": got})
     finally:
         search_service.POOL_SHARE = saved
+    return out
+
+
+def hnsw_trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
+    """PostgreSQL's counterpart of the trade: semantic ranking alone (query embedded
+    beforehand, ACL on) with pgvector's hnsw.ef_search at several sizes."""
+    from app.db.dialects import postgresql
+
+    out = []
+    saved = postgresql.EF_SEARCH
+    try:
+        for ef in (40, 100, 200, 400):
+            postgresql.EF_SEARCH = ef
+            times, got = [], []
+            for vector in query_vectors:
+                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
+                    query = Query("", "semantic", 10, vector)
+                    t0 = time.perf_counter()
+                    ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+                    times.append(time.perf_counter() - t0)
+                got.append({fid for fid, _ in ranking.order})
+            out.append({"ef_search": ef, "default": ef == saved, "rank": ms(times), "got": got})
+    finally:
+        postgresql.EF_SEARCH = saved
     return out
 
 
@@ -521,9 +546,15 @@ def print_tables(
     )
     if databases.postgres:
         print(
-            "semantic: pgvector HNSW (iterative scan under the ACL), exact distances re-sort "
-            "the page; the partitioned index's trade (SQLite's alone) is not run"
+            "\nSemantic ranking alone (query embedded before, ACL on): pgvector HNSW with "
+            "iterative scans, exact distances re-sort the page; by hnsw.ef_search:\n"
         )
+        print("| facts | hnsw.ef_search | rank p50/p95 | recall@10 |")
+        print("|---|---|---|---|")
+        for r in rows:
+            for entry in r["trade"]:
+                ef = f"{entry['ef_search']}{' (the default)' if entry['default'] else ''}"
+                print(f"| {r['facts']} | {ef} | {pair(entry['rank'])} | {entry['recall@10']:.3f} |")
         return
     print("\nSemantic ranking alone (query embedded before), by codes examined:\n")
     print("| facts | nearest cells: share of the index | codes | rank p50/p95 | recall@10 |")
