@@ -50,8 +50,11 @@ test: lint typecheck imports unit
 
 test-fast: lint typecheck imports unit-fast
 
+# `make bench BACKEND=postgresql` measures a PostgreSQL memory (a pgserver it starts).
+BACKEND ?= sqlite
+
 bench: $(STAMP)
-	$(BIN)/python -m bench.search_bench
+	$(BIN)/python -m bench.search_bench --backend $(BACKEND)
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json
