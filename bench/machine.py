@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 import bench
 
@@ -63,42 +64,69 @@ def busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / TICK
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, user + system CPU seconds) of a process, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            # The command name (field 2) may hold spaces: split after its ')'.
-            rest = stat.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return int(rest[1]), (int(rest[11]) + int(rest[12])) / TICK
+@dataclass(frozen=True)
+class Proc:
+    parent: int
+    name: str
+    own: float  # user + system CPU seconds of the process itself
+    reaped: float  # ... of its children that exited and were waited for
 
 
-def tree_seconds(root: int) -> dict[int, float]:
-    """pid -> CPU seconds of `root` and every process below it (PostgreSQL's postmaster
-    and its backends). Compare two readings per pid: a process that exited between
-    them is lost, one that started counts from zero."""
-    stats: dict[int, tuple[int, float]] = {}
+def processes() -> dict[int, Proc]:
+    """Every process now, from /proc/<pid>/stat."""
+    out = {}
     try:
         pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
         return {}
     for pid in pids:
-        found = _stat(pid)
-        if found is not None:
-            stats[pid] = found
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _) in stats.items():
-        children.setdefault(parent, []).append(pid)
-    out, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            out[pid] = stats[pid][1]
-            todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                head, _, rest = stat.read().rpartition(")")
+        except OSError:
+            continue  # gone meanwhile
+        # The command name (field 2) may hold spaces: split after its ')'.
+        fields = rest.split()
+        own = (int(fields[11]) + int(fields[12])) / TICK
+        reaped = (int(fields[13]) + int(fields[14])) / TICK
+        out[pid] = Proc(int(fields[1]), head.partition("(")[2], own, reaped)
     return out
 
 
-def spent(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU seconds between two tree_seconds readings."""
-    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in after.items())
+def tree(snapshot: dict[int, Proc], root: int) -> set[int]:
+    """`root` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in snapshot.items():
+        children.setdefault(proc.parent, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in snapshot and pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def tree_seconds(snapshot: dict[int, Proc], root: int) -> float:
+    """CPU seconds of a process tree so far: its live processes' own, plus what its
+    exited children had (their parent, in the tree, reaped them). The difference of
+    two readings is what the tree spent between them, including processes that
+    started and ended in between (PostgreSQL's backend per connection)."""
+    return sum(snapshot[pid].own + snapshot[pid].reaped for pid in tree(snapshot, root))
+
+
+def busiest(
+    before: dict[int, Proc], after: dict[int, Proc], skip: set[int], count: int = 3
+) -> list[tuple[str, float]]:
+    """The processes (by name) that spent the most CPU seconds between two snapshots,
+    outside `skip`: who else was using the machine."""
+    spent: dict[str, float] = {}
+    for pid, proc in after.items():
+        if pid in skip:
+            continue
+        earlier = before.get(pid)
+        delta = proc.own - (earlier.own if earlier else 0.0)
+        # Kernel workers rename themselves by the work in hand: kworker/1:0-events.
+        name = proc.name.partition("/")[0] if proc.name.startswith("kworker") else proc.name
+        spent[name] = spent.get(name, 0.0) + max(0.0, delta)
+    return sorted(spent.items(), key=lambda item: -item[1])[:count]

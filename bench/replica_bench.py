@@ -17,9 +17,12 @@ replica 1 alone; then against both, each request to the next replica in turn (a
 round-robin balancer in the client, as a proxy would do it). Every request is a
 search as `agent` (the ACL's 50 policy lines on): --mode (hybrid) with limit 10 and
 peek (no recall writes), each query text used once, so every search embeds its
-query (no query-cache hit). Prints searches/s and p50/p95 per phase, and where the
-CPU went: this process (the clients), each replica, PostgreSQL (the postmaster and
-its backends) and everything else on the machine, out of cores x seconds.
+query (no query-cache hit). Prints searches/s and p50/p95 per phase, the sessions
+PostgreSQL opened meanwhile (a replica whose pool is smaller than its concurrent
+requests opens and closes connections), and where the CPU went: this process (the
+clients), each replica, PostgreSQL (the postmaster and its backends, those that
+ended included) and everything else on the machine (the busiest named), out of
+cores x seconds.
 """
 
 from __future__ import annotations
@@ -32,13 +35,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
+from app.settings import DatabaseSettings
 from bench import machine
 from bench.corpus import sentences
 from bench.databases import Databases
@@ -89,6 +96,8 @@ class Phase:
     errors: Counter[str] = field(default_factory=Counter)
     by_replica: Counter[int] = field(default_factory=Counter)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds by where they went
+    others: list[tuple[str, float]] = field(default_factory=list)  # the busiest of the rest
+    sessions: int | None = None  # PostgreSQL sessions (backend processes) opened meanwhile
     load: str = ""
 
     @property
@@ -110,6 +119,7 @@ def run_phase(
     mode: str,
     queries: Queries,
     postmaster: int | None,
+    sessions: Callable[[], int],
 ) -> Phase:
     """`clients` threads searching for `duration` seconds through the first `active`
     replicas, round robin; CPU read from /proc just before and after."""
@@ -158,7 +168,8 @@ def run_phase(
     for thread in threads:
         thread.start()
     ready.wait()  # every client warmed up and waiting: nothing runs but what is measured
-    before = {name: machine.tree_seconds(pid) for name, pid in pids.items()}
+    opened = sessions()
+    before = machine.processes()
     busy0, own0, t0 = machine.busy_seconds(), time.process_time(), time.perf_counter()
     go.set()
     time.sleep(duration)
@@ -166,17 +177,23 @@ def run_phase(
     for thread in threads:
         thread.join()
     phase.seconds = time.perf_counter() - t0
-    phase.cpu["clients (this process)"] = time.process_time() - own0
-    for name, pid in pids.items():
-        phase.cpu[name] = machine.spent(before[name], machine.tree_seconds(pid))
     busy = machine.busy_seconds() - busy0
+    phase.cpu["clients (this process)"] = time.process_time() - own0
+    after = machine.processes()
+    ours = {os.getpid()}
+    for name, pid in pids.items():
+        phase.cpu[name] = machine.tree_seconds(after, pid) - machine.tree_seconds(before, pid)
+        ours |= machine.tree(before, pid) | machine.tree(after, pid)
     phase.cpu["everything else"] = max(0.0, busy - sum(phase.cpu.values()))
+    phase.others = machine.busiest(before, after, ours)
+    # Less the one this count itself opened.
+    phase.sessions = sessions() - opened - 1
     phase.cpu["idle"] = max(0.0, (os.cpu_count() or 1) * phase.seconds - busy)
     phase.load = machine.load_line().splitlines()[0]
     return phase
 
 
-def limits(phases: list[Phase]) -> str:
+def limits(phases: list[Phase], pool: int) -> str:
     """One paragraph: what bounds the throughput here, from the phases' CPU."""
     cores = os.cpu_count() or 1
     lines = []
@@ -196,24 +213,34 @@ def limits(phases: list[Phase]) -> str:
             f"{ours['clients (this process)'] / searches * 1000:.1f}), so these {cores} cores "
             f"serve at most ~{cores * 1000 / per_search:.0f} searches/s, replicas or not"
         )
+        if p.sessions is not None and p.sessions > pool * p.replicas:
+            # More than filling each pool once.
+            lines.append(
+                f"  and {p.sessions} PostgreSQL sessions were opened: more requests at once "
+                f"than a replica's pool holds ({pool}), so SQLAlchemy opens overflow connections "
+                "and closes them on return (a new backend process each)"
+            )
     return "\n".join(lines)
 
 
-def print_report(phases: list[Phase], facts: int, mode: str, described: str, threads: int) -> None:
+def print_report(
+    phases: list[Phase], facts: int, mode: str, described: str, args: argparse.Namespace
+) -> None:
     print(f"\n{described}")
-    onnx = f"{threads} ONNX threads each" if threads else "ONNX threads: onnxruntime's choice"
+    threads, pool = args.server_threads, args.pool_size
+    onnx = f"{threads} ONNX threads" if threads else "ONNX threads: onnxruntime's choice"
+    pooled = f"database.pool_size {pool or DatabaseSettings().pool_size}"
     print(
         f"{facts} facts; model {MODEL}; {phases[0].clients} clients, searches as `{SUBJECT}` "
         f"(ACL: 50 policy lines), mode {mode}, limit 10, peek, every query text new; "
-        f"replicas: `embornal serve`, {onnx}, a pool of 8 connections each"
+        f"replicas: `embornal serve`, {onnx}, {pooled}{'' if pool else ' (the default)'} each"
     )
     machine.report_load()
     print()
     names = [k for k in phases[-1].cpu if k != "idle"] + ["idle"]
     header = (
-        "| replicas | searches | searches/s | p50 ms | p95 ms | errors | split (per replica) | "
-        + " | ".join(f"CPU {name}" for name in names)
-        + " |"
+        "| replicas | searches | searches/s | p50 ms | p95 ms | errors | split (per replica) "
+        "| PostgreSQL sessions opened | " + " | ".join(f"CPU {name}" for name in names) + " |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -225,13 +252,15 @@ def print_report(phases: list[Phase], facts: int, mode: str, described: str, thr
         p50, p95 = (percentile(p.latencies, q) * 1000 for q in (50, 95))
         print(
             f"| {p.replicas} | {len(p.latencies)} | {p.per_second:.1f} | {p50:.1f} | {p95:.1f} "
-            f"| {errors} | {split} | {cpu} |"
+            f"| {errors} | {split} | {p.sessions} | {cpu} |"
         )
     print("\nCPU: share of all cores over the phase (cores x seconds), read from /proc.")
     for p in phases:
-        print(f"  during {p.replicas} replica(s): {p.load}")
+        cores_s = (os.cpu_count() or 1) * p.seconds
+        others = ", ".join(f"{name} {cpu / cores_s:.0%}" for name, cpu in p.others if cpu > 0)
+        print(f"  during {p.replicas} replica(s): {p.load}; the busiest others: {others}")
     print("\nWhat limits it:")
-    print(limits(phases))
+    print(limits(phases, args.pool_size or DatabaseSettings().pool_size))
     print(
         "On one machine the client, both replicas and PostgreSQL share the same cores: a second "
         "replica adds throughput only while one process leaves cores idle (one Python process "
@@ -250,7 +279,7 @@ def default_size(args: argparse.Namespace, databases: Databases) -> int:
     return 10_000
 
 
-def replicas(url: str, root: Path, threads: int) -> list[LiveServer]:
+def replicas(url: str, root: Path, threads: int, pool: int) -> list[LiveServer]:
     """Two servers on one database, each its own home, one token key between them."""
     key = root / "jwt-secret"
     key.write_text("replica-bench-shared-key-" + os.urandom(24).hex())
@@ -258,6 +287,8 @@ def replicas(url: str, root: Path, threads: int) -> list[LiveServer]:
     env = server_env(url) | {"EMBORNAL_AUTH__SECRET_FILE": str(key)}
     if threads:
         env["EMBORNAL_EMBEDDING__THREADS"] = str(threads)
+    if pool:
+        env["EMBORNAL_DATABASE__POOL_SIZE"] = str(pool)
     return [LiveServer(root / f"replica{n}", MODEL, env) for n in (1, 2)]
 
 
@@ -271,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", help="a PostgreSQL maintenance database (.../postgres)")
     parser.add_argument(
         "--server-threads", type=int, default=0, help="each replica's ONNX threads (0: its own)"
+    )
+    parser.add_argument(
+        "--pool-size", type=int, default=0, help="each replica's database.pool_size (0: its own)"
     )
     parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
     args = parser.parse_args(argv)
@@ -294,12 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         described = databases.describe()
     finally:
         databases.close()
-    print_report(phases, size, args.mode, described, args.server_threads)
+    print_report(phases, size, args.mode, described, args)
     return 0 if not any(p.errors for p in phases) else 1
 
 
 def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases) -> list[Phase]:
-    servers = replicas(url, tmp, args.server_threads)
+    servers = replicas(url, tmp, args.server_threads, args.pool_size)
     try:
         with ThreadPoolExecutor(len(servers)) as pool:
             # The memory is migrated already (the build): both start at once.
@@ -310,12 +344,34 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases)
         ).strip()
         queries = Queries()
         postmaster = databases.postmaster_pid()
-        return [
-            run_phase(
-                servers, active, token, args.clients, args.duration, args.mode, queries, postmaster
-            )
-            for active in (1, 2)
-        ]
+        engine = create_engine(url, poolclass=NullPool)
+
+        def sessions() -> int:
+            """Sessions opened on the memory's database so far (each a backend process)."""
+            with engine.connect() as conn:
+                return int(
+                    conn.exec_driver_sql(
+                        "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+                    ).scalar_one()
+                )
+
+        try:
+            return [
+                run_phase(
+                    servers,
+                    active,
+                    token,
+                    args.clients,
+                    args.duration,
+                    args.mode,
+                    queries,
+                    postmaster,
+                    sessions,
+                )
+                for active in (1, 2)
+            ]
+        finally:
+            engine.dispose()
     finally:
         for server in servers:
             server.stop()
