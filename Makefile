@@ -51,10 +51,14 @@ test: lint typecheck imports unit
 test-fast: lint typecheck imports unit-fast
 
 # Search speed and size at 10k and 100k facts, where a search spends its time at both,
-# and retrieval quality per mode on the labelled set (bench/quality_set.json).
+# and retrieval quality per mode on the labelled set (bench/quality_set.json). The
+# memories are kept in bench/out/memories for the next run.
+# `make bench BACKEND=postgresql` measures PostgreSQL memories (in a pgserver it starts).
+BACKEND ?= sqlite
+
 bench: $(STAMP)
-	$(BIN)/python -m bench.search_bench --home bench/out/memories
-	$(BIN)/python -m bench.search_profile --home bench/out/memories
+	$(BIN)/python -m bench.search_bench --backend $(BACKEND) --home bench/out/memories
+	$(BIN)/python -m bench.search_profile --backend $(BACKEND) --home bench/out/memories
 	$(BIN)/python -m bench.quality
 
 openapi: $(STAMP)

