@@ -177,16 +177,16 @@ def _hydrate_statements(conn: Connection) -> tuple[Any, Any, Any]:
     bk = backend(conn)
 
     def build() -> tuple[Any, Any, Any]:
-        rows = select(*_COLUMNS).where(bk.ids_in_param(facts.c.id, "ids"))
+        rows = select(*_COLUMNS).where(bk.ids_in(facts.c.id, "ids"))
         # Own tags are the effective ones whose source is the fact itself.
         tags = select(
             effective_fact_tags.c.fact_id,
             effective_fact_tags.c.key,
             effective_fact_tags.c.value,
             effective_fact_tags.c.source,
-        ).where(bk.ids_in_param(effective_fact_tags.c.fact_id, "ids"))
+        ).where(bk.ids_in(effective_fact_tags.c.fact_id, "ids"))
         superseded = select(SUCCESSOR.c.supersedes_id).where(
-            bk.ids_in_param(SUCCESSOR.c.supersedes_id, "ids")
+            bk.ids_in(SUCCESSOR.c.supersedes_id, "ids")
         )
         return rows, tags, superseded
 
@@ -227,7 +227,7 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
         readable_successors = ctx.access.statements.get(
             "readable successors",
             lambda: select(successor.c.supersedes_id, successor.c.id).where(
-                backend(conn).ids_in_param(successor.c.supersedes_id, "ids"),
+                backend(conn).ids_in(successor.c.supersedes_id, "ids"),
                 ctx.access.read_clause(successor.c.id, successor.c.path_id),
             ),
         )
@@ -238,7 +238,7 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
         readable_among = ctx.access.statements.get(
             "readable",
             lambda: select(facts.c.id).where(
-                backend(conn).ids_in_param(facts.c.id, "ids"), readable(ctx)
+                backend(conn).ids_in(facts.c.id, "ids"), readable(ctx)
             ),
         )
         readable_older = set(conn.execute(readable_among, {"ids": sorted(older_ids)}).scalars())
@@ -297,7 +297,7 @@ def recall(conn: Connection, ctx: Context, ids: Iterable[int]) -> None:
             "recall",
             lambda: (
                 update(facts)
-                .where(bk.ids_in_param(facts.c.id, "ids"), facts.c.deleted_at.is_(None))
+                .where(bk.ids_in(facts.c.id, "ids"), facts.c.deleted_at.is_(None))
                 .values(**recall_values(_NOW))
             ),
         )
@@ -315,7 +315,7 @@ def recall_visible(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[F
         "recall visible",
         lambda: (
             update(facts)
-            .where(backend(conn).ids_in_param(facts.c.id, "ids"), visible_current(ctx))
+            .where(backend(conn).ids_in(facts.c.id, "ids"), visible_current(ctx))
             .values(**recall_values(_NOW))
             .returning(*_COLUMNS)
         ),

@@ -126,7 +126,7 @@ def _visible(
     those with a vector."""
     if not ids:
         return set()
-    ids_in = backend(conn).ids_in_param
+    ids_in = backend(conn).ids_in
 
     def build(clauses: list[Any]) -> Any:
         with_vector = [facts.c.embedding.is_not(None)] if embedded else []
@@ -215,7 +215,7 @@ def _exact(
         stmt = bk.statements.get(
             "embeddings",
             lambda: select(facts.c.id, facts.c.embedding).where(
-                bk.ids_in_param(facts.c.id, "ids"), facts.c.embedding.is_not(None)
+                bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
             ),
         )
         rows = conn.execute(stmt, {"ids": list(ids)}).all()

@@ -79,13 +79,9 @@ class Backend(Protocol):
         """Statements that name no subject, built once for this backend."""
         ...
 
-    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
-        """`column IN ids` for a list of any length, in one bound parameter."""
-        ...
-
-    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-        """The same test against the parameter `name`, a list of ids given at execution:
-        for statements built once (app.db.statements)."""
+    def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        """`column IN ids` for a list of any length, in the one bound parameter `name`
+        given at execution: statements are built once (app.db.statements)."""
         ...
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:

@@ -181,10 +181,7 @@ class PostgresBackend:
     def insert(self, table: Table) -> Any:
         return pg_insert(table)
 
-    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
-        return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
-
-    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:

@@ -87,15 +87,9 @@ class SqliteBackend:
     def insert(self, table: Table) -> Any:
         return sqlite_insert(table)
 
-    def ids_in(self, column: ColumnElement[Any], ids: Sequence[int]) -> ColumnElement[bool]:
-        return self._in_json(column, bindparam(None, list(ids), type_=_JsonIds()))
-
-    def ids_in_param(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-        return self._in_json(column, bindparam(name, type_=_JsonIds()))
-
-    @staticmethod
-    def _in_json(column: ColumnElement[Any], array: Any) -> ColumnElement[bool]:
+    def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         # One JSON parameter: no limit on the number of ids, one statement to cache.
+        array = bindparam(name, type_=_JsonIds())
         unpacked = select(text("value")).select_from(func.json_each(array))
         return column.in_(unpacked.scalar_subquery())
 
