@@ -67,7 +67,7 @@ class Runtime:
         """Whether the memory (as `conn` sees it) names the loaded model, or none: a
         search checks this in its own snapshot instead of a read of its own before
         embedding, and follows a switch only when there was one."""
-        wanted, _width = migrate.stored_model_and_width(conn)
+        wanted = migrate.stored_model(conn)
         return wanted is None or wanted == self.model.name
 
     def follow_model(self) -> None:
@@ -79,7 +79,8 @@ class Runtime:
         switch costs the one request that loads.
         """
         with read_transaction(self.engine) as conn:
-            wanted, width = migrate.stored_model_and_width(conn)
+            wanted = migrate.stored_model(conn)
+            width = migrate.stored_width(conn)
         if wanted is None or wanted == self.model.name:
             return
         with self._switching:  # one thread loads; the others then see it done

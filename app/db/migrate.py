@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, insert, inspect, or_, select, text, update
+from sqlalchemy import Connection, Engine, insert, inspect, select, text, update
 
 import migrations
 from app.db.dialects import backend
@@ -89,23 +89,14 @@ def stored_width(conn: Connection) -> int | None:
 MODEL_KEY = "embedding_model"
 
 
+# Read in every search that embeds (Runtime.model_is_current): built once.
+_STORED_MODEL = select(meta.c.value).where(meta.c.key == MODEL_KEY)
+
+
 def stored_model(conn: Connection) -> str | None:
     """The model the memory's vectors come from, as the last process that loaded or
     switched one recorded it (None before any did)."""
-    return conn.execute(select(meta.c.value).where(meta.c.key == MODEL_KEY)).scalar()
-
-
-# Read before every search that embeds (Runtime.follow_model): built once.
-_MODEL_AND_WIDTH = select(meta.c.key, meta.c.value).where(
-    or_(meta.c.key == MODEL_KEY, meta.c.key == "embedding_width")
-)
-
-
-def stored_model_and_width(conn: Connection) -> tuple[str | None, int | None]:
-    """stored_model and stored_width in one read."""
-    values = dict(conn.execute(_MODEL_AND_WIDTH).all())
-    width = values.get("embedding_width")
-    return values.get(MODEL_KEY), int(width) if width is not None else None
+    return conn.execute(_STORED_MODEL).scalar()
 
 
 def record_model(conn: Connection, name: str) -> None:

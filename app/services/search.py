@@ -101,19 +101,25 @@ class Scope:
     tags: tuple[str, ...] = ()
     min_strength: float | None = None
 
+    @property
+    def _holds_time(self) -> bool:
+        """A minimum strength is a test against the time now: no statement to keep."""
+        return self.min_strength is not None and self.min_strength > 0
+
     def clauses(self) -> list[Any]:
         clauses = [visible_current(self.ctx), *fact_service.tag_filters(self.tags)]
         scope = fact_service.subtree_filter(self.under)
         if scope is not None:
             clauses.append(scope)
-        if self.min_strength is not None and self.min_strength > 0:
+        if self._holds_time:
             # strength >= m  <=>  elapsed/stability <= -ln(m)
+            assert self.min_strength is not None
             clauses.append(decay_sql(self.ctx.clock()) <= -math.log(self.min_strength))
         return clauses
 
     def statement(self, kind: str, build: Callable[[list[Any]], Any]) -> Any:
         """The statement `build` makes from the clauses, kept unless it holds the time."""
-        if self.min_strength:
+        if self._holds_time:
             return build(self.clauses())
         key = (kind, self.under, self.tags)
         return self.ctx.access.statements.get(key, lambda: build(self.clauses()))
