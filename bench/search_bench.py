@@ -427,6 +427,20 @@ def run_size(
     return row
 
 
+def rank_alone(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[float], list[set[int]]]:
+    """Semantic ranking of each query (embedded beforehand) under the ACL, timed: the
+    seconds and the ids of each page."""
+    times, got = [], []
+    for vector in query_vectors:
+        with Memory(rt).transaction(SUBJECT) as (conn, ctx):
+            query = Query("", "semantic", 10, vector)
+            t0 = time.perf_counter()
+            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+            times.append(time.perf_counter() - t0)
+        got.append({fid for fid, _ in ranking.order})
+    return times, got
+
+
 def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
     """Semantic ranking alone (query embedded beforehand), with the nearest cells
     holding several shares of the index (at least 30k codes): codes examined against
@@ -436,14 +450,7 @@ def trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
     try:
         for share in (0.05, 0.10, 0.15, 0.25):
             search_service.POOL_SHARE = share
-            times, got = [], []
-            for vector in query_vectors:
-                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
-                    query = Query("", "semantic", 10, vector)
-                    t0 = time.perf_counter()
-                    ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-                    times.append(time.perf_counter() - t0)
-                got.append({fid for fid, _ in ranking.order})
+            times, got = rank_alone(rt, query_vectors)
             codes = max(search_service.POOL, round(share * len(rt.vector_index)))
             out.append({"pool": min(codes, len(rt.vector_index)), "share": share})
             out[-1].update({"rank": ms(times), "got": got})
@@ -462,14 +469,7 @@ def hnsw_trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
     try:
         for ef in (40, 100, 200, 400):
             postgresql.EF_SEARCH = ef
-            times, got = [], []
-            for vector in query_vectors:
-                with Memory(rt).transaction(SUBJECT) as (conn, ctx):
-                    query = Query("", "semantic", 10, vector)
-                    t0 = time.perf_counter()
-                    ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-                    times.append(time.perf_counter() - t0)
-                got.append({fid for fid, _ in ranking.order})
+            times, got = rank_alone(rt, query_vectors)
             out.append({"ef_search": ef, "default": ef == saved, "rank": ms(times), "got": got})
     finally:
         postgresql.EF_SEARCH = saved
