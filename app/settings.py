@@ -161,12 +161,20 @@ class LimitsSettings(_Section):
     body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
 
+class SearchSettings(_Section):
+    # Semantic candidates under this cosine are not matches: dropped in semantic and
+    # hybrid search, so a query that matches nothing returns an empty page (and no
+    # recall). None: the loaded model's calibrated floor (app.embeddings.catalog).
+    min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
 class Settings(_Section):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
     limits: LimitsSettings = LimitsSettings()
+    search: SearchSettings = SearchSettings()
     # Where the three kinds of file live; resolved, not read from config.yaml.
     dirs: Dirs = Field(default_factory=resolve_dirs, exclude=True)
     config_source: str = Field(default="defaults", exclude=True)
@@ -189,7 +197,7 @@ class Settings(_Section):
         return self.auth.secret_file or (self.dirs.config_dir / "jwt-secret")
 
 
-SECTIONS = ("server", "database", "embedding", "auth", "limits")
+SECTIONS = ("server", "database", "embedding", "auth", "limits", "search")
 
 
 def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:

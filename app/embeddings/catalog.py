@@ -28,6 +28,8 @@ from app.errors import ConfigError
 
 Pooling = Literal["cls", "mean"]
 NO_MODEL = "none"
+# For a model the catalog does not describe (tests' generated and fake models).
+DEFAULT_MIN_COSINE = 0.2
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ class ModelSpec:
     max_tokens: int
     files: tuple[ModelFile, ...] = field(default_factory=tuple)
     description: str = ""
+    # The cosine under which a fact is no match for a query (search.min_cosine
+    # overrides it): each model spreads its cosines differently.
+    min_cosine: float = DEFAULT_MIN_COSINE
 
     def file(self, name: str) -> ModelFile:
         for f in self.files:
@@ -177,6 +182,12 @@ def get_spec(name: str) -> ModelSpec:
         raise ConfigError(
             f"unknown embedding model '{name}' (embedding.model); known models: {known}"
         ) from None
+
+
+def min_cosine(model_name: str) -> float:
+    """The calibrated no-match floor of a model, by its name."""
+    spec = CATALOG.get(model_name)
+    return spec.min_cosine if spec is not None else DEFAULT_MIN_COSINE
 
 
 def register_spec(spec: ModelSpec) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from app.db.dialects import backend
 from app.db.tables import facts
@@ -31,9 +31,11 @@ from app.embeddings.query_cache import QueryCache
 from app.errors import InvalidInput, Unavailable
 from app.rules import MAX_QUERY_CHARS, Mode, SearchSort
 from app.services import facts as fact_service
+from app.services import timewords
 from app.services.context import Context
 from app.services.facts import Fact
 from app.services.strength import decay_sql
+from app.services.timewords import Window
 from app.services.validation import check_limit, fold_path, parse_tag_filter
 from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
@@ -309,6 +311,18 @@ class Query:
     tags: Sequence[str] = ()
     min_strength: float | None = None
     sort: SearchSort = "relevance"
+    # Semantic candidates under this cosine are no match (search.min_cosine); -1 keeps all.
+    min_cosine: float = -1.0
+    # The time span the question names ("last week"), which boosts facts created in it.
+    window: Window | None = None
+
+    @property
+    def keyword_q(self) -> str:
+        """The words the keyword half looks for: the question less the words that
+        named its time span ("last", "week" are not what the facts are about)."""
+        if self.window is None:
+            return self.q
+        return self.q.replace(self.window.words, " ", 1)
 
 
 @dataclass(frozen=True)
@@ -331,6 +345,8 @@ def prepare(
     min_strength: float | None = None,
     sort: SearchSort = "relevance",
     cache: QueryCache | None = None,
+    min_cosine: float = -1.0,
+    now: float | None = None,
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
     transaction opens, so a search never holds the database while the model runs.
@@ -361,7 +377,10 @@ def prepare(
             vector = cache.embed_query(embedder, q)
         else:
             vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
-    return Query(q, mode, limit, vector, under, tuple(tags or ()), min_strength, sort)
+    span = timewords.window(q, now) if now is not None and mode != "keyword" else None
+    return Query(
+        q, mode, limit, vector, under, tuple(tags or ()), min_strength, sort, min_cosine, span
+    )
 
 
 def keyword_score(position: int) -> float:
@@ -369,25 +388,69 @@ def keyword_score(position: int) -> float:
     return 1.0 / position
 
 
-def fuse(
-    keyword: Sequence[KeywordHit], semantic: Sequence[tuple[int, float]], limit: int
-) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion of the two halves, best first, `limit` of them.
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid search weighs its halves: weighted reciprocal rank fusion,
+    sum of weight / (k + position) over the keyword and the semantic ranking.
 
-    Positions only, so the fused score of a result depends on the query and the
-    facts the reader can see, nothing else.
+    Positions only, so a fused score depends on the query and the facts the reader
+    can see, nothing else. A fact created inside the time span the question names
+    gets `time_boost` times its score on top; the boost moves facts, never removes one.
     """
+
+    k: float = RRF_K
+    strict: float = 1.0  # a keyword match holding every content word
+    relaxed: float = 1.0  # a keyword match holding some of them
+    semantic: float = 1.0
+    time_boost: float = 0.0
+
+
+FUSION = Fusion()
+
+
+def fuse(
+    keyword: Sequence[KeywordHit],
+    semantic: Sequence[tuple[int, float]],
+    limit: int,
+    fusion: Fusion = FUSION,
+    in_window: frozenset[int] = frozenset(),
+) -> list[tuple[int, float]]:
+    """Weighted reciprocal rank fusion of the two halves, best first, `limit` of them."""
     fused: dict[int, float] = {}
-    for ranking in ([hit.fact_id for hit in keyword], [fid for fid, _ in semantic]):
-        for position, fid in enumerate(ranking, start=1):
-            fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + position)
+    for position, hit in enumerate(keyword, start=1):
+        weight = fusion.strict if hit.all_words else fusion.relaxed
+        fused[hit.fact_id] = weight / (fusion.k + position)
+    for position, (fid, _) in enumerate(semantic, start=1):
+        fused[fid] = fused.get(fid, 0.0) + fusion.semantic / (fusion.k + position)
+    for fid in in_window & fused.keys():
+        fused[fid] *= 1.0 + fusion.time_boost
     return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))[:limit]
 
 
-def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ranking:
+def _created_in(conn: Connection, ids: Sequence[int], window: Window | None) -> frozenset[int]:
+    """The facts among `ids` (visible already) created inside `window`."""
+    if window is None or not ids:
+        return frozenset()
+    bk = backend(conn)
+    stmt = bk.statements.get(
+        "created-in",
+        lambda: select(facts.c.id).where(
+            bk.ids_in(facts.c.id, "ids"),
+            facts.c.created_at >= bindparam("start"),
+            facts.c.created_at < bindparam("end"),
+        ),
+    )
+    params = {"ids": list(ids), "start": window.start, "end": window.end}
+    return frozenset(conn.execute(stmt, params).scalars())
+
+
+def rank(
+    conn: Connection, ctx: Context, query: Query, index: VectorIndex, fusion: Fusion = FUSION
+) -> Ranking:
     """Rank the facts the subject may see; reads only (a read transaction will do).
 
-    Each half runs once; scores are made for the page alone.
+    Each half runs once; scores are made for the page alone. Semantic candidates
+    under the query's cosine floor are no match, in semantic and hybrid alike.
     """
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
     limit = query.limit
@@ -407,11 +470,14 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
         semantic = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
         semantic = semantic_ranking(conn, scope, index, query.vector, depth)
+    semantic = [(fid, d) for fid, d in semantic if 1.0 - d >= query.min_cosine]
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
-    keyword = keyword_ranking(conn, scope, query.q, depth, relax=False)
-    order = fuse(keyword, semantic, limit)
+    keyword = keyword_ranking(conn, scope, query.keyword_q, depth)
+    candidates = [hit.fact_id for hit in keyword] + [fid for fid, _ in semantic]
+    in_window = _created_in(conn, candidates, query.window) if fusion.time_boost else frozenset()
+    order = fuse(keyword, semantic, limit, fusion, in_window)
     page = {fid for fid, _ in order}
     for position, hit in enumerate(keyword, start=1):
         if hit.fact_id in page:
@@ -421,6 +487,8 @@ def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ra
             scores.setdefault(fid, {})["cosine"] = 1.0 - distance
     for fid, value in order:
         scores[fid]["rrf"] = value
+        if fid in in_window:
+            scores[fid]["in_window"] = True
     return Ranking(query.mode, order, scores, query.sort)
 
 

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, text
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
+from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
 from app.errors import Forbidden, InvalidInput, Unavailable
@@ -297,6 +298,9 @@ class Memory:
         self, request: SearchRequest, embedder: Embedder | None
     ) -> search_service.Query:
         rt = self.runtime
+        floor = rt.settings.search.min_cosine
+        if floor is None:
+            floor = catalog.min_cosine(embedder.name) if embedder is not None else -1.0
         return search_service.prepare(
             q=request.q,
             embedder=embedder,
@@ -308,6 +312,8 @@ class Memory:
             min_strength=request.min_strength,
             sort=request.sort,
             cache=rt.query_cache,
+            min_cosine=floor,
+            now=self._clock(),
         )
 
     # --- who and what ----------------------------------------------------------
