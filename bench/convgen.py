@@ -18,18 +18,23 @@ import argparse
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 from bench.convgen_topics import (
     CLOSINGS,
     GREETING_REPLIES,
     GREETINGS,
+    NAMED,
     NAMES,
     REACTIONS,
     RELATIVES,
+    REPLIES,
     SMALLTALK,
+    SYMPATHY,
     TOPICS,
     Topic,
 )
@@ -43,6 +48,7 @@ SMOKE_SEED = 9001  # one small conversation for `make test`
 OUT = Path(__file__).parent / "out"
 KINDS = ("single", "multi", "temporal", "none")
 # The share of each kind among a conversation's questions.
+SAD = frozenset({"health"})  # topics whose news gets sympathy, not congratulations
 KIND_SHARE = {"single": 0.38, "multi": 0.2, "temporal": 0.27, "none": 0.15}
 MONTHS = [
     "January",
@@ -77,7 +83,16 @@ class Question:
     text: str
     relevant: list[str]
     asked_at: str
-    overlap: int = 0  # content words shared with the evidence (names aside)
+    overlap: int = 0  # content words shared with the evidence (names, the named thing aside)
+    names_thing: bool = False  # the question names what it asks about (the half marathon)
+
+
+@dataclass
+class Candidate:
+    text: str
+    relevant: list[str]
+    overlap: int
+    names_thing: bool
 
 
 @dataclass
@@ -233,6 +248,8 @@ STOP = frozenset(
         "time",
     ]
 )
+# "a" before a vowel sound, as the values are filled in ("a e-bike", not "a used car")
+ARTICLE = re.compile(r"\b([Aa]) ([aeio]|u[nl])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
@@ -412,7 +429,7 @@ class Gen:
         if arc is not None:
             others = [v for v in arc.topic.values if v != arc.value]
             values.update(v=arc.value, d=arc.detail, v2=rng.choice(others))
-        text = template.format(**values)
+        text = ARTICLE.sub(r"\1n \2", template.format(**values))
         return text[0].upper() + text[1:]
 
     def write_turns(self) -> list[Fact]:
@@ -434,23 +451,32 @@ class Gen:
                 template = rng.choice(getattr(arc.topic, stage))
                 block: Block = [(who, self.fill(template, arc, who), (arc, stage))]
                 if rng.random() < 0.85:
-                    block.append((1 - who, rng.choice(REACTIONS), None))
+                    # The other speaker reacts, half the time in the topic's own words.
+                    generic = SYMPATHY if arc.topic.key in SAD else REACTIONS
+                    replies = REPLIES[arc.topic.key] if rng.random() < 0.5 else generic
+                    block.append((1 - who, rng.choice(replies), None))
                 if rng.random() < 0.3:
                     aside = self.fill(rng.choice(arc.topic.aside), arc, who)
                     block.append((who, aside, None))
                     if rng.random() < 0.5:
-                        block.append((1 - who, rng.choice(REACTIONS), None))
+                        block.append((1 - who, rng.choice(REACTIONS), None))  # to the aside
                 blocks.append(block)
             sessions_blocks.append(blocks)
         # Small talk fills the conversation up to its target length (4 turns a session
         # are greetings and goodbyes).
         core = sum(4 + sum(len(b) for b in blocks) for blocks in sessions_blocks)
         target = rng.randint(40, 60) if self.small else rng.randint(265, 335)
+        said: list[set[int]] = [set() for _ in sessions_blocks]
         for _ in range(max(0, (target - core) // 2)):
+            s = rng.randrange(len(sessions_blocks))
+            fresh = [n for n in range(len(SMALLTALK)) if n not in said[s]]
+            if not fresh:
+                continue
+            n = rng.choice(fresh)
+            said[s].add(n)
             asker = rng.randrange(2)
-            ask, answer = rng.choice(SMALLTALK)
-            where = sessions_blocks[rng.randrange(len(sessions_blocks))]
-            where.append([(asker, ask, None), (1 - asker, answer, None)])
+            ask, answer = SMALLTALK[n]
+            sessions_blocks[s].append([(asker, ask, None), (1 - asker, answer, None)])
         facts: list[Fact] = []
         for s, blocks in enumerate(sessions_blocks):
             at = self.sessions[s]
@@ -485,13 +511,14 @@ class Gen:
 
     # --- questions ---------------------------------------------------------------------
 
-    def qfill(self, template: str, owner: int, arc: Arc | None = None, **more: str) -> str:
+    def qfill(
+        self, template: str, owner: int, arc: Arc | None = None, *, cap: bool = True, **more: str
+    ) -> str:
         name = self.names[owner]
-        pron = self.pron[owner]
         values = {
             "S": name,
             "Ss": f"{name}'s",
-            "Pp": {"she": "her", "he": "his"}[pron],
+            "Pp": {"she": "her", "he": "his"}[self.pron[owner]],
             "A": self.names[0],
             "B": self.names[1],
             "time": "",
@@ -500,55 +527,78 @@ class Gen:
             values["v"] = arc.value
         values.update(more)
         text = template.format(**values)
-        return text[0].upper() + text[1:]
+        return text[0].upper() + text[1:] if cap else text
 
-    def overlap(self, text: str, evidence: list[str]) -> int:
+    def pronouns(self, owner: int) -> dict[str, str]:
+        """{S} and {Ss} as pronouns, for a second mention of the speaker."""
+        pron = self.pron[owner]
+        return {"S": pron, "Ss": {"she": "her", "he": "his"}[pron]}
+
+    def overlap(self, text: str, evidence: list[str], named: str = "") -> int:
+        """Content words the question shares with its evidence turns, leaving out
+        names and the words of the thing the question names on purpose (`named`)."""
         names = set(self.names)
-        asked = content_words(text, names)
+        asked = content_words(text, names) - content_words(named, names)
         said: set[str] = set()
         for fid in evidence:
             said |= content_words(self.facts[fid].content.split(": ", 1)[1], names)
         return len(asked & said)
 
-    def choose(self, texts: list[str], evidence: list[str]) -> tuple[str, int]:
-        """A question among phrasings, one sharing the fewest content words with its
-        evidence (none, most of the time): a person asking later rarely repeats the
-        words that were said."""
-        scored = [(self.overlap(t, evidence), t) for t in texts]
-        best = min(s for s, _ in scored)
-        return self.rng.choice([t for s, t in scored if s == best]), best
+    def phrasings(self, templates: tuple[str, ...], topic: Topic, stage: str) -> tuple[str, ...]:
+        """The templates to phrase a `when` or `detail` question (or an anchor) with:
+        half the time those that name the thing (NAMED), else the paraphrases. A
+        proper-noun topic (a city, a title) is always named, as a person would."""
+        named = NAMED.get(topic.key, {}).get(stage, ())
+        if named and self.rng.random() < 0.5:
+            return named
+        return templates
 
     def at(self, arc: Arc, stage: str = "event") -> datetime:
         return parse(self.facts[arc.turns[stage]].created_at)
 
-    def candidates(self) -> dict[str, list[tuple[str, list[str], int]]]:
+    def candidates(self) -> dict[str, list[Candidate]]:
         rng = self.rng
-        out: dict[str, list[tuple[str, list[str], int]]] = {k: [] for k in KINDS}
+        out: dict[str, list[Candidate]] = {k: [] for k in KINDS}
         arcs = self.arcs
         by_owner_topic: dict[tuple[int, str], list[Arc]] = {}
         for arc in arcs:
             by_owner_topic.setdefault((arc.owner, arc.topic.key), []).append(arc)
 
-        def add(kind: str, texts: list[str], evidence: list[str]) -> None:
-            text, shared = self.choose(texts, evidence)
-            out[kind].append((text, evidence, shared))
+        def add(kind: str, texts: list[str], evidence: list[str], arc: Arc | None = None) -> None:
+            """Keep, among the phrasings, one sharing the fewest content words with the
+            evidence (none, most of the time): a person asking later rarely repeats
+            the words that were said. A phrasing that names the arc's thing says so."""
+            value = arc.value if arc is not None else ""
+            scored = []
+            for text in texts:
+                named = bool(value) and value in text
+                scored.append((self.overlap(text, evidence, value if named else ""), named, text))
+            best = min(s for s, _, _ in scored)
+            shared, named, text = rng.choice([c for c in scored if c[0] == best])
+            out[kind].append(Candidate(text, evidence, shared, named))
 
         for arc in arcs:
-            same = by_owner_topic[(arc.owner, arc.topic.key)]
-            ev = arc.turns["event"]
             t = arc.topic
-            # single: what happened (only when the speaker had one of this topic), the detail
+            same = by_owner_topic[(arc.owner, t.key)]
+            ev = arc.turns["event"]
+            q = partial(self.qfill, owner=arc.owner, arc=arc)
+            # single: what happened (only when the speaker had one of this topic)
             if len(same) == 1:
-                add("single", [self.qfill(q, arc.owner, arc) for q in t.q_what], [ev])
-            if "follow" in arc.turns and (len(same) == 1 or t.proper):
-                add(
-                    "single",
-                    [self.qfill(q, arc.owner, arc) for q in t.q_detail],
-                    [arc.turns["follow"]],
-                )
-            # temporal: when, and what within a named time
-            if len(same) == 1 or t.proper:
-                add("temporal", [self.qfill(q, arc.owner, arc) for q in t.q_when], [ev])
+                add("single", [q(x) for x in t.q_what], [ev], arc)
+            # single: the detail told in the follow-up (the thing named if ambiguous)
+            if "follow" in arc.turns:
+                pool = self.phrasings(t.q_detail, t, "detail")
+                if len(same) > 1 and not t.proper:
+                    pool = NAMED.get(t.key, {}).get("detail", ())
+                if pool:
+                    add("single", [q(x) for x in pool], [arc.turns["follow"]], arc)
+            # temporal: when it happened
+            pool = self.phrasings(t.q_when, t, "when")
+            if len(same) > 1 and not t.proper:
+                pool = NAMED.get(t.key, {}).get("when", ())
+            if pool:
+                add("temporal", [q(x) for x in pool], [ev], arc)
+            # temporal: what happened within a named time (one that only it fits)
             when = self.at(arc)
             others = [self.at(x) for x in same if x is not arc]
             exprs = [
@@ -558,22 +608,22 @@ class Gen:
             ]
             if exprs:
                 expr = rng.choice(exprs)[0]
-                add("temporal", [self.qfill(q, arc.owner, arc, time=expr) for q in t.q_what], [ev])
-            # temporal: what the speaker did in the weeks before / after another event
+                add("temporal", [q(x, time=expr) for x in t.q_what], [ev], arc)
+            # temporal: what the speaker did in the weeks before / after this event
             self.before_after(arc, add)
         for (owner, key), same in by_owner_topic.items():
             topic = same[0].topic
             if len(same) >= 2 and topic.q_list:
                 add(
                     "multi",
-                    [self.qfill(q, owner) for q in topic.q_list],
+                    [self.qfill(x, owner) for x in topic.q_list],
                     [x.turns["event"] for x in same],
                 )
             partner = by_owner_topic.get((1 - owner, key))
             if owner == 0 and partner and len(same) == 1 and len(partner) == 1:
                 add(
                     "multi",
-                    [self.qfill(q, owner) for q in topic.q_both],
+                    [self.qfill(x, owner) for x in topic.q_both],
                     [same[0].turns["event"], partner[0].turns["event"]],
                 )
         # multi: two arcs of one speaker in one question
@@ -587,26 +637,27 @@ class Gen:
                 for q2 in second.topic.q_what:
                     one = self.qfill(q1, first.owner, first).rstrip("?")
                     two = self.qfill(
-                        q2,
-                        second.owner,
-                        second,
-                        S=self.pron[second.owner],
-                        Ss=self.qfill("{Pp}", second.owner).lower(),
+                        q2, second.owner, second, cap=False, **self.pronouns(second.owner)
                     )
-                    texts.append(f"{one}, and {two[0].lower() + two[1:]}")
+                    texts.append(f"{one}, and {two[0].lower()}{two[1:]}")
             add("multi", texts, [first.turns["event"], second.turns["event"]])
-        # none: a topic only the other speaker had; a time with no such event
+        # none: a topic only the other speaker had (asked in the paraphrase, or naming
+        # the other speaker's thing); a month in which the speaker had no such event
         for key in sorted({x.topic.key for x in arcs}):  # sorted: set order varies by process
             for owner in (0, 1):
                 if (owner, key) in by_owner_topic:
                     continue
                 source = by_owner_topic[(1 - owner, key)][0]
-                texts = [self.qfill(q, owner, source) for q in source.topic.q_what]
-                out["none"].append((rng.choice(texts), [], 0))
+                topic = source.topic
+                pool = topic.q_what
+                if rng.random() < 0.5:
+                    named = NAMED.get(key, {}).get("when", ())
+                    pool = named or (topic.q_when if topic.proper else topic.q_what)
+                texts = [self.qfill(x, owner, source) for x in pool]
+                out["none"].append(Candidate(rng.choice(texts), [], 0, "{v}" in pool[0]))
         for same in by_owner_topic.values():
             owner, topic = same[0].owner, same[0].topic
             taken = [self.at(x) for x in same]
-            # a month inside the conversation in which this speaker had no such event
             months = sorted({(s.year, s.month) for s in self.sessions})
             free = [
                 (y, m) for y, m in months if not any((d.year, d.month) == (y, m) for d in taken)
@@ -614,25 +665,21 @@ class Gen:
             if free:
                 y, m = rng.choice(free)
                 expr = f" in {MONTHS[m - 1]} {y}"
-                texts = [self.qfill(q, owner, same[0], time=expr) for q in topic.q_what]
-                out["none"].append((rng.choice(texts), [], 0))
+                texts = [self.qfill(x, owner, same[0], time=expr) for x in topic.q_what]
+                out["none"].append(Candidate(rng.choice(texts), [], 0, False))
         return out
 
-    def before_after(self, anchor: Arc, add) -> None:  # type: ignore[no-untyped-def]
+    def before_after(self, anchor: Arc, add: Callable[..., None]) -> None:
         """'What did S do in the two weeks before <anchor>?': the speaker's events in
-        that window (when there are one or two), as evidence."""
+        that window (when there are one or two, none in the anchor's own session)."""
         rng = self.rng
         when = self.at(anchor)
         span_days, span = rng.choice(((14, "two weeks"), (21, "three weeks"), (31, "month")))
         direction = rng.choice(("before", "after"))
-        lo, hi = (
-            (when - timedelta(days=span_days), when)
-            if direction == "before"
-            else (
-                when,
-                when + timedelta(days=span_days),
-            )
-        )
+        if direction == "before":
+            lo, hi = when - timedelta(days=span_days), when
+        else:
+            lo, hi = when, when + timedelta(days=span_days)
         inside = [
             x
             for x in self.arcs
@@ -643,38 +690,51 @@ class Gen:
         ]
         if not 1 <= len(inside) <= 2:
             return
-        name = self.qfill(rng.choice(anchor.topic.anchor), anchor.owner, anchor)
-        name = name[0].lower() + name[1:] if not name.startswith(self.names[anchor.owner]) else name
-        S = self.names[anchor.owner]
+        owner = anchor.owner
+        template = rng.choice(self.phrasings(anchor.topic.anchor, anchor.topic, "anchor"))
+        first = self.qfill(template, owner, anchor, cap=False)  # names the speaker
+        second = self.qfill(template, owner, anchor, cap=False, **self.pronouns(owner))
+        S, P = self.names[owner], self.pron[owner]
         texts = [
-            f"What did {S} get up to in the {span} {direction} {name}?",
-            f"What else happened to {S} in the {span} {direction} {name}?",
-            f"In the {span} {direction} {name}, what did {S} do?",
+            f"What did {S} get up to in the {span} {direction} {second}?",
+            f"What else happened to {S} in the {span} {direction} {second}?",
+            f"In the {span} {direction} {first}, what did {P} do?",
         ]
-        add("temporal", texts, [x.turns["event"] for x in inside])
+        add("temporal", texts, [x.turns["event"] for x in inside], anchor)
 
     def questions(self, facts: list[Fact]) -> list[Question]:
         rng = self.rng
         pool = self.candidates()
         total = rng.randint(6, 8) if self.small else rng.randint(44, 50)
-        chosen: list[tuple[str, str, list[str], int]] = []
         wants = {k: int(KIND_SHARE[k] * total) for k in KINDS}
         for k in sorted(KINDS, key=lambda k: KIND_SHARE[k] * total % 1, reverse=True):
             if sum(wants.values()) < total:
                 wants[k] += 1
+        chosen: list[tuple[str, Candidate]] = []
+        seen: set[str] = set()
         for kind in KINDS:
             items = pool[kind][:]
             rng.shuffle(items)
-            # No two questions with the same text (a 'none' can repeat a phrasing).
-            seen = {c[1] for c in chosen}
-            items = [i for i in items if i[0] not in seen]
-            chosen.extend((kind, t, ev, o) for t, ev, o in items[: max(1, wants[kind])])
+            taken = 0
+            for item in items:
+                # No two questions with the same text.
+                if taken >= max(1, wants[kind]) or item.text in seen:
+                    continue
+                seen.add(item.text)
+                chosen.append((kind, item))
+                taken += 1
         asked = self.asked.isoformat()
         return [
             Question(
-                id=f"{self.id}-q{n:02d}", kind=k, text=t, relevant=ev, asked_at=asked, overlap=o
+                id=f"{self.id}-q{n:02d}",
+                kind=kind,
+                text=c.text,
+                relevant=c.relevant,
+                asked_at=asked,
+                overlap=c.overlap,
+                names_thing=c.names_thing,
             )
-            for n, (k, t, ev, o) in enumerate(chosen)
+            for n, (kind, c) in enumerate(chosen)
         ]
 
 
@@ -697,6 +757,9 @@ def stats(convs: list[Conversation]) -> dict[str, object]:
         "speakers": len({s for c in convs for s in c.speakers}),
         "questions": len(questions),
         "per_kind": {k: sum(q.kind == k for q in questions) for k in KINDS},
+        "names_thing_share": round(
+            sum(q.names_thing for q in questions) / max(1, len(questions)), 3
+        ),
         "zero_overlap_share": round(
             sum(q.overlap == 0 for q in questions) / max(1, len(questions)), 3
         ),

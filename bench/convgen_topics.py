@@ -108,8 +108,8 @@ TOPICS: list[Topic] = [
         q_what=T(
             [
                 "What instrument did {S} start learning{time}?",
-                "Which instrument has {S} taken up{time}?",
-                "What musical instrument is {S} studying{time}?",
+                "Which instrument did {S} take up{time}?",
+                "What musical instrument did {S} begin studying{time}?",
             ]
         ),
         q_when=T(
@@ -164,7 +164,7 @@ TOPICS: list[Topic] = [
         event=T(
             [
                 "I did it, I finished the {v}!",
-                "Ran the {v} this weekend. Legs are destroyed but I'm so happy.",
+                "Did the {v} this weekend. Legs are destroyed but I'm so happy.",
                 "Crossed the finish line of my {v} yesterday, I almost cried.",
                 "Completed the {v}! The last stretch was brutal.",
             ]
@@ -401,7 +401,7 @@ TOPICS: list[Topic] = [
             [
                 "I've got an interview next week for a job as a {v}.",
                 "Applied for a {v} role today, fingers crossed.",
-                "I'm so done with my current job. Looking at {v} positions.",
+                "I'm so done with my current job. I'd love to be a {v}.",
             ]
         ),
         event=T(
@@ -415,12 +415,12 @@ TOPICS: list[Topic] = [
             [
                 "The new job comes with {d}, which is amazing.",
                 "Best thing about the new position so far is {d}.",
-                "I'm a month in and honestly the {d} makes all the difference.",
+                "I'm a month in and honestly {d} makes all the difference.",
             ]
         ),
         aside=T(
             [
-                "My {rel} is a {v2}, she says it's more stressful than it looks.",
+                "My {rel} is a {v2}, apparently it's more stressful than it looks.",
                 "I almost became a {v2} after school, funny how things go.",
             ]
         ),
@@ -954,7 +954,7 @@ TOPICS: list[Topic] = [
         aside=T(["My {rel} helps at {v2}, maybe we'll team up."]),
         q_what=T(
             [
-                "Where does {S} donate {Pp} time{time}?",
+                "Where did {S} start donating {Pp} time{time}?",
                 "What charitable work did {S} take on{time}?",
             ]
         ),
@@ -1042,12 +1042,12 @@ TOPICS: list[Topic] = [
                 "My new obsession is {v}, I do it every spare minute.",
             ]
         ),
-        follow=T(["I joined {d} for it, so helpful.", "I found {d}, it keeps me going."]),
+        follow=T(["What keeps me at it is {d}.", "Honestly {d} has made all the difference."]),
         aside=T(["My {rel} is big into {v2}, not my thing though."]),
         q_what=T(
             [
                 "What pastime did {S} pick up{time}?",
-                "What leisure activity has {S} become passionate about{time}?",
+                "What leisure activity did {S} become passionate about{time}?",
             ]
         ),
         q_when=T(["When did {S} discover a new pastime?"]),
@@ -1091,7 +1091,7 @@ TOPICS: list[Topic] = [
         aside=T(["My {rel} speaks {v2} fluently, so jealous."]),
         q_what=T(
             [
-                "What tongue is {S} studying{time}?",
+                "What tongue did {S} start studying{time}?",
                 "Which foreign language did {S} begin{time}?",
             ]
         ),
@@ -1180,7 +1180,7 @@ TOPICS: list[Topic] = [
         q_what=T(
             [
                 "What sports group did {S} become a member of{time}?",
-                "Which squad does {S} play with{time}?",
+                "Which squad did {S} sign up with{time}?",
             ]
         ),
         q_when=T(["When did {S} become a member of a sports squad?"]),
@@ -1199,19 +1199,16 @@ REACTIONS = T(
         "I'm so happy for you.",
         "Haha, that's so you.",
         "That's amazing, honestly.",
-        "Oh no, I'm sorry to hear that.",
         "Wait, really? Since when?",
         "You never cease to surprise me.",
         "I love that for you.",
         "That's brilliant news!",
         "Hope it goes well!",
-        "Sounds like a lot, take it easy.",
         "Proud of you!",
         "Ha, I would never have guessed.",
         "Send pictures!",
         "How did that go?",
         "What made you decide that?",
-        "That must have been intense.",
         "You deserve it.",
         "Fingers crossed for you.",
         "Ooh, exciting!",
@@ -1222,7 +1219,30 @@ REACTIONS = T(
         "Nice, how are you feeling about it?",
         "Wow, big step!",
         "That's hilarious.",
+        "Whoa, tell me everything.",
+        "Okay, that's very cool.",
+        "You're always up to something!",
+        "I did not see that coming.",
+        "Love it.",
+        "Sounds like a good time.",
+        "Now I'm jealous.",
+        "Good on you.",
+        "Well, look at you!",
+        "That's so exciting.",
+    ]
+)
+
+# Reactions to bad news (the health topic).
+SYMPATHY = T(
+    [
+        "Oh no, I'm sorry to hear that.",
+        "Sounds like a lot, take it easy.",
         "Ugh, that's rough.",
+        "That must have been awful.",
+        "Poor you! Rest up.",
+        "Sending you a big hug.",
+        "That's the worst, I'm sorry.",
+        "Let me know if you need anything.",
     ]
 )
 
@@ -1315,3 +1335,174 @@ NAMES = T(
         for n in group.split()
     ]
 )
+
+# Questions that name the thing they ask about, as a person often does ("When did Tom
+# run his half marathon?"): the thing is given, the answer (a date, a detail, what
+# happened around it) is not in the question. Half of the `when` and `detail` questions
+# and of the anchors are drawn from these (bench/convgen.py), the rest paraphrase.
+NAMED: dict[str, dict[str, tuple[str, ...]]] = {
+    "instrument": {
+        "when": ("When did {S} start on the {v}?", "When did {S} first try the {v} with a tutor?"),
+        "detail": ("Who coaches {S} on the {v}?", "Who is showing {S} how to play the {v}?"),
+        "anchor": ("{Ss} first {v} class", "{S} taking up the {v}"),
+    },
+    "race": {
+        "when": ("When did {S} do the {v}?", "When was {Ss} {v}?"),
+        "detail": ("How fast was {S} in the {v}?", "What was {Ss} result in the {v}?"),
+        "anchor": ("{Ss} {v}",),
+    },
+    "pet": {
+        "when": ("When did {S} get the {v}?", "When did the {v} come to live with {S}?"),
+        "detail": ("What is {Ss} {v} called?",),
+        "anchor": ("the arrival of {Ss} {v}",),
+    },
+    "job": {
+        "when": ("When did {S} start as a {v}?",),
+        "detail": ("What does {S} like about working as a {v}?",),
+        "anchor": ("{S} starting as a {v}",),
+    },
+    "health": {
+        "when": ("When did {S} have the {v}?", "When was {S} dealing with a {v}?"),
+        "detail": ("How did {S} get over the {v}?",),
+        "anchor": ("{Ss} {v}",),
+    },
+    "cooking": {
+        "when": ("When did {S} prepare {v}?", "When did {S} cook {v}?"),
+        "detail": ("Whose recipe did {S} use for the {v}?",),
+        "anchor": ("{Ss} attempt at {v}",),
+    },
+    "purchase": {
+        "when": ("When did {S} get the {v}?",),
+        "detail": ("How much did {Ss} {v} cost?", "What did {S} pay for the {v}?"),
+        "anchor": ("{S} getting the {v}",),
+    },
+    "move": {
+        "when": ("When did {S} settle into {v}?",),
+        "detail": ("What stands out to {S} about living in {v}?",),
+        "anchor": ("{Ss} relocation to {v}",),
+    },
+    "workshop": {
+        "when": ("When did {S} attend the {v}?",),
+        "detail": ("What did {S} come away with from the {v}?",),
+        "anchor": ("the {v} {S} attended",),
+    },
+    "volunteer": {
+        "when": ("When did {S} start helping at {v}?",),
+        "detail": ("What does {S} do at {v}?",),
+        "anchor": ("{Ss} first shift at {v}",),
+    },
+    "hobby": {
+        "when": ("When did {S} get into {v}?",),
+        "detail": ("What keeps {S} going with {v}?",),
+        "anchor": ("{S} taking up {v}",),
+    },
+    "language": {
+        "when": ("When did {S} begin studying {v}?",),
+        "detail": ("How is {S} practising {v}?",),
+        "anchor": ("{Ss} first {v} class",),
+    },
+    "project": {
+        "when": ("When did {S} finish {v}?",),
+        "detail": ("How did {v} turn out for {S}?",),
+        "anchor": ("the launch of {v}",),
+    },
+    "teamsport": {
+        "when": ("When did {S} join the {v}?",),
+        "detail": ("How is {S} getting on with the {v}?",),
+        "anchor": ("{S} joining the {v}",),
+    },
+}
+
+# What the other speaker says back about a topic: small talk in the topic's own words
+# (often a question's words), stating no fact about the teller. Near misses.
+REPLIES: dict[str, tuple[str, ...]] = {
+    "instrument": (
+        "I always wanted to learn an instrument too.",
+        "Music lessons as an adult, that's brave!",
+        "Which instrument was it again you were thinking of?",
+    ),
+    "race": (
+        "I could never run that far, respect.",
+        "How long did you train for it?",
+        "Endurance stuff terrifies me.",
+    ),
+    "pet": (
+        "Animals make a home, don't they?",
+        "I'd love a pet but my building doesn't allow them.",
+        "Send me a photo of the little creature!",
+    ),
+    "trip": (
+        "I need a holiday so badly.",
+        "Travelling is the best way to spend money.",
+        "Which part of the trip did you like most?",
+    ),
+    "job": (
+        "A new job is such a big change.",
+        "Work has been so dull for me lately.",
+        "Do you think you'll like the people there?",
+    ),
+    "health": (
+        "Get well soon, seriously.",
+        "Have you seen a doctor about it?",
+        "Take care of yourself, health comes first.",
+    ),
+    "cooking": (
+        "I can barely boil an egg.",
+        "You should open a restaurant!",
+        "Save me some next time.",
+    ),
+    "book": (
+        "I haven't read a novel in ages.",
+        "Is it worth reading?",
+        "You always have the best book recommendations.",
+    ),
+    "film": (
+        "I fall asleep during every film, it's a problem.",
+        "Was it as good as people say?",
+    ),
+    "purchase": (
+        "Ooh, treating yourself!",
+        "I really need to stop buying things online.",
+        "Was it expensive?",
+    ),
+    "move": (
+        "Moving is the worst, good luck.",
+        "I hate packing more than anything.",
+        "Is the new neighbourhood nice?",
+    ),
+    "workshop": (
+        "I love a good hands-on class.",
+        "Those courses are always more fun than you expect.",
+    ),
+    "concert": (
+        "I haven't been to a gig in years.",
+        "Live music is the best.",
+    ),
+    "volunteer": (
+        "That's such a kind way to spend your time.",
+        "I keep meaning to volunteer somewhere.",
+    ),
+    "family": (
+        "Congratulations to the whole family!",
+        "Family news is the best news.",
+    ),
+    "hobby": (
+        "I need a hobby that isn't scrolling.",
+        "Where do you even find the time for it?",
+    ),
+    "language": (
+        "I only remember three words from school French.",
+        "Languages are so hard as an adult.",
+    ),
+    "project": (
+        "Sounds like a stressful few weeks at work.",
+        "Your office sounds intense.",
+    ),
+    "teamsport": (
+        "Team sports were never my thing.",
+        "That's a great way to meet people.",
+    ),
+}
+
+assert set(REPLIES) == {t.key for t in TOPICS}, "every topic has its replies"
+assert set(NAMED) <= {t.key for t in TOPICS}

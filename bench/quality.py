@@ -29,12 +29,13 @@ rankings on dev, reuse the pieces:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -167,7 +168,10 @@ def rank_with(handles: Sequence[Handle], fn: RankFn) -> dict[str, list[str]]:
 
 
 def search_mode(mode: str, limit: int = LIMIT) -> RankFn:
-    """The service's own ranking: Memory.search in one mode, peeked (no recalls)."""
+    """The service's own ranking: Memory.search in one mode, peeked (no recalls).
+
+    Only the question's text is passed: when SearchRequest grows a time to search as
+    of (issue 17, item 3), `question.asked_at` is the one to give it."""
 
     def rank(handle: Handle, question: convgen.Question) -> list[str]:
         page = handle.memory.search(
@@ -282,13 +286,44 @@ def print_report(results: dict[str, Metrics]) -> None:
             print(f"| {mode} | {cell(*empty)} | {returned:.2f} |")
 
 
+def write_rankings(
+    target: Path, handles: Sequence[Handle], rankings: dict[str, dict[str, list[str]]]
+) -> None:
+    """Each question, its evidence and each mode's page (with the turns' text), to read."""
+    out = []
+    for handle in handles:
+        text = {f.id: f.content for f in handle.conversation.facts}
+        for q in handle.conversation.questions:
+            out.append(
+                {
+                    **asdict(q),
+                    "evidence": [text[r] for r in q.relevant],
+                    "found": {
+                        mode: [[fid, text[fid], fid in q.relevant] for fid in ranked[q.id]]
+                        for mode, ranked in rankings.items()
+                    },
+                }
+            )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    print(f"wrote {target}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=tuple(convgen.SPLITS), default="dev")
     parser.add_argument("--smoke", action="store_true", help="one small conversation, seconds")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     parser.add_argument("--model", choices=tuple(MODELS), default=None)
+    parser.add_argument(
+        "--rankings",
+        type=Path,
+        help="write each question with every mode's ranking to this JSON file (dev only)",
+    )
     args = parser.parse_args(argv)
+    if args.rankings and args.split == "held" and not args.smoke:
+        # Reading held rankings is looking at held: it would be tuned on without meaning to.
+        parser.error("--rankings is for dev: held is reported, never looked at")
     os.environ.setdefault("OMP_NUM_THREADS", str(machine.threads()))
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(MODES)
@@ -302,11 +337,15 @@ def main(argv: list[str] | None = None) -> None:
         built = time.perf_counter() - started
         questions = questions_of(handles)
         results: dict[str, Metrics] = {}
+        rankings: dict[str, dict[str, list[str]]] = {}
         timings: dict[str, float] = {}
         for mode in modes:
             t0 = time.perf_counter()
-            results[mode] = evaluate(rank_with(handles, search_mode(mode)), questions)
+            rankings[mode] = rank_with(handles, search_mode(mode))
             timings[mode] = time.perf_counter() - t0
+            results[mode] = evaluate(rankings[mode], questions)
+        if args.rankings:
+            write_rankings(args.rankings, handles, rankings)
     facts = sum(len(h.conversation.facts) for h in handles)
     counts = {k: sum(q.kind == k for q in questions) for k in convgen.KINDS}
     print(
