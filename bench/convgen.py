@@ -18,6 +18,7 @@ import argparse
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -443,12 +444,17 @@ class Gen:
                 per_session[arc.follow].append((arc, "follow"))
         Block = list[tuple[int, str, tuple[Arc, str] | None]]
         sessions_blocks: list[list[Block]] = []
+        counts = Counter((arc.owner, arc.topic.key) for arc in self.arcs)
         for items in per_session:
             rng.shuffle(items)
             blocks: list[Block] = []
             for arc, stage in items:
                 who = arc.owner
-                template = rng.choice(getattr(arc.topic, stage))
+                templates = getattr(arc.topic, stage)
+                if stage == "follow" and counts[(arc.owner, arc.topic.key)] > 1:
+                    # Which of the speaker's races (trips, books...) the detail is about.
+                    templates = NAMED.get(arc.topic.key, {}).get("follow", templates)
+                template = rng.choice(templates)
                 block: Block = [(who, self.fill(template, arc, who), (arc, stage))]
                 if rng.random() < 0.85:
                     # The other speaker reacts, half the time in the topic's own words.
@@ -482,7 +488,10 @@ class Gen:
             at = self.sessions[s]
             turns: Block = []
             opener = rng.randrange(2)
-            turns.append((opener, self.fill(rng.choice(GREETINGS), None, opener), None))
+            hour = at.hour
+            daytime = "Morning" if hour < 12 else "Good afternoon" if hour < 17 else "Evening"
+            greeting = rng.choice((*GREETINGS, daytime + " {o}!"))
+            turns.append((opener, self.fill(greeting, None, opener), None))
             turns.append((1 - opener, rng.choice(GREETING_REPLIES), None))
             rng.shuffle(blocks)
             for block in blocks:

@@ -17,7 +17,7 @@ space (empty in a single-hop question), {A} and {B} the two speakers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -766,7 +766,7 @@ TOPICS: list[Topic] = [
                 "a flat near the river",
                 "a tiny house outside the city",
                 "a two-bedroom in the old town",
-                "my parents' basement, temporarily",
+                "my parents' basement",
                 "a loft above a bakery",
                 "a shared house with three friends",
                 "a cottage by the coast",
@@ -1273,11 +1273,9 @@ GREETINGS = T(
     [
         "Hey {o}! How's it going?",
         "Hi {o}, long time no talk!",
-        "Morning {o}!",
         "Hey you, got a minute?",
         "Hello {o}! Hope you're well.",
         "Hi {o}! Guess what.",
-        "Evening {o}!",
     ]
 )
 GREETING_REPLIES = T(
@@ -1347,6 +1345,10 @@ NAMED: dict[str, dict[str, tuple[str, ...]]] = {
         "anchor": ("{Ss} first {v} class", "{S} taking up the {v}"),
     },
     "race": {
+        "follow": (
+            "My time in the {v} was {d}, better than I expected.",
+            "The results of the {v} are up: {d}.",
+        ),
         "when": ("When did {S} do the {v}?", "When was {Ss} {v}?"),
         "detail": ("How fast was {S} in the {v}?", "What was {Ss} result in the {v}?"),
         "anchor": ("{Ss} {v}",),
@@ -1367,11 +1369,16 @@ NAMED: dict[str, dict[str, tuple[str, ...]]] = {
         "anchor": ("{Ss} {v}",),
     },
     "cooking": {
+        "follow": ("The secret to the {v} was {d}.", "For the {v} I followed {d}, foolproof."),
         "when": ("When did {S} prepare {v}?", "When did {S} cook {v}?"),
         "detail": ("Whose recipe did {S} use for the {v}?",),
         "anchor": ("{Ss} attempt at {v}",),
     },
     "purchase": {
+        "follow": (
+            "The {v} cost me {d}, but it's worth it.",
+            "Paid {d} for the {v} in the end, can you believe it?",
+        ),
         "when": ("When did {S} get the {v}?",),
         "detail": ("How much did {Ss} {v} cost?", "What did {S} pay for the {v}?"),
         "anchor": ("{S} getting the {v}",),
@@ -1382,6 +1389,7 @@ NAMED: dict[str, dict[str, tuple[str, ...]]] = {
         "anchor": ("{Ss} relocation to {v}",),
     },
     "workshop": {
+        "follow": ("From the {v} I came home with {d}.", "My proudest result from the {v}: {d}."),
         "when": ("When did {S} attend the {v}?",),
         "detail": ("What did {S} come away with from the {v}?",),
         "anchor": ("the {v} {S} attended",),
@@ -1504,5 +1512,158 @@ REPLIES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Follow-ups of the proper-noun topics that name the thing: a speaker with two trips or
+# two books says which one the detail is about, as a person would.
+for _key, _follow in {
+    "trip": ("Still thinking about {d} from {v}.", "The highlight of {v} was {d}."),
+    "book": ("About {v}: {d}.", "{v} stayed with me, {d}."),
+    "film": ("Funny thing about {v}: {d}.", "Oh and about {v}, {d}."),
+    "concert": ("Best bit of the {v} show: {d}.", "Still buzzing from {v}, {d}."),
+}.items():
+    NAMED.setdefault(_key, {})["follow"] = _follow
+
 assert set(REPLIES) == {t.key for t in TOPICS}, "every topic has its replies"
 assert set(NAMED) <= {t.key for t in TOPICS}
+
+# More ways to say each stage (merged into TOPICS below): the same kind of fact is
+# phrased many ways, so no one template decides a mode's figure.
+MORE: dict[str, dict[str, tuple[str, ...]]] = {
+    "instrument": {
+        "plan": (
+            "Do you think thirty-five is too old to start the {v}?",
+            "A friend is selling her old {v}, I'm weirdly tempted.",
+        ),
+        "event": (
+            "Okay, it's happening: {v} lessons every Tuesday from now on.",
+            "I've got a {v} in my living room and a teacher on speed dial now.",
+            "Started learning the {v}! The neighbours are being very patient.",
+        ),
+        "follow": (
+            "{d} gave me scales to practise, I'm hopeless but having fun.",
+            "I practise every evening now, {d} would be proud.",
+        ),
+    },
+    "race": {
+        "plan": ("Long run this morning, the {v} is getting closer.",),
+        "event": (
+            "Medal around my neck, {v} done!",
+            "I survived the {v}. Barely, but I did.",
+            "Race day for the {v} was amazing, the crowd carried me.",
+        ),
+        "follow": ("Official result came in: {d}.",),
+    },
+    "pet": {
+        "plan": ("I'm reading everything about looking after a {v}, just in case.",),
+        "event": (
+            "Say hello to our new {v}!",
+            "We picked up a {v} from a breeder on Saturday, total chaos since.",
+            "I caved and got a {v}. Best decision this year.",
+        ),
+        "follow": (
+            "{d} has figured out how to open the kitchen door.",
+            "Took {d} to the vet for the first check-up, all healthy.",
+        ),
+    },
+    "trip": {
+        "plan": ("Found a cheap hotel in {v}, we're really going!",),
+        "event": (
+            "Landed back home after {v}, jet lag is real.",
+            "Greetings from sunny {v}!",
+            "Our week in {v} flew by.",
+        ),
+        "follow": ("I can't stop telling people about {d}.",),
+    },
+    "job": {
+        "plan": ("Second-round interview for a {v} job tomorrow, nervous.",),
+        "event": (
+            "They offered me the {v} job and I said yes!",
+            "New chapter: I'm working as a {v} from Monday.",
+        ),
+        "follow": ("Honestly I didn't expect {d} at the new place, but I'll take it.",),
+    },
+    "health": {
+        "event": (
+            "Well, that explains the pain: it's a {v}.",
+            "The scan showed a {v}, so I'm off my feet for a while.",
+        ),
+        "follow": ("Doing {d} now, slowly getting there.",),
+    },
+    "cooking": {
+        "event": (
+            "First attempt at {v} and nobody got food poisoning!",
+            "Made {v} for friends tonight, plates were empty in minutes.",
+        ),
+        "follow": ("Everything came from {d}, I can't take the credit.",),
+    },
+    "book": {
+        "event": ("Closed {v} just now and I need a minute.", "Read {v} in two days flat."),
+    },
+    "film": {
+        "event": ("Movie night was {v}, what a ride.", "Caught {v} at the cinema yesterday."),
+    },
+    "purchase": {
+        "event": (
+            "Couldn't resist, the {v} is mine now.",
+            "Picked up a {v} this weekend, I've wanted one forever.",
+        ),
+        "follow": ("Don't tell anyone, but I paid {d}.",),
+    },
+    "move": {
+        "event": ("Keys in hand, we live in {v} now!", "Last box unpacked: home is {v} now."),
+    },
+    "workshop": {
+        "event": ("Did a {v} over the weekend and loved every minute.",),
+        "follow": ("I brought home {d}, it's on my shelf now.",),
+    },
+    "concert": {
+        "event": ("Went to see {v} play, best night in ages.",),
+    },
+    "volunteer": {
+        "event": ("I'm a volunteer at {v} now, first shift done.",),
+        "follow": ("This week I was {d} the whole morning.",),
+    },
+    "family": {
+        "event": ("Guess what, my {v}! Everyone's thrilled.",),
+    },
+    "hobby": {
+        "event": ("Picked up {v} last month and now I'm addicted.",),
+        "follow": ("Can't recommend {d} enough, it keeps me at it.",),
+    },
+    "language": {
+        "event": ("First {v} class done, I can say hello and order coffee.",),
+    },
+    "project": {
+        "event": ("After months of work, {v} is out the door.",),
+    },
+    "teamsport": {
+        "event": ("I'm on a {v} now, who even am I.",),
+    },
+}
+
+TOPICS = [
+    replace(
+        t, **{stage: (*getattr(t, stage), *more) for stage, more in MORE.get(t.key, {}).items()}
+    )
+    for t in TOPICS
+]
+
+GREETINGS = (
+    *GREETINGS,
+    "Hey {o}, you around?",
+    "{o}! It's been forever.",
+)
+GREETING_REPLIES = (*GREETING_REPLIES, "Always! How are things?", "Hey! Perfect timing.")
+CLOSINGS = (
+    *CLOSINGS,
+    ("I'll let you go, speak soon.", "Okay, talk soon!"),
+    ("My battery is dying, more later!", "Haha, go charge it. Bye!"),
+)
+SMALLTALK = (
+    *SMALLTALK,
+    ("Is it just me or is this year flying by?", "It's not just you."),
+    ("I've been so tired lately.", "Same, must be the season."),
+    ("How's the weather where you are?", "Grey and drizzly, as usual."),
+    ("Did you watch anything good lately?", "Not really, I keep rewatching old stuff."),
+    ("What did you have for dinner?", "Leftovers, living the dream."),
+    ("Work has been chaos.", "When is it not?"),
+)
