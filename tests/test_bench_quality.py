@@ -1,0 +1,133 @@
+"""The quality bench's data (bench/convgen.py) and its figures (bench/quality.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from app.embeddings.fake import FakeEmbedder
+from bench import convgen, quality
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def held() -> list[convgen.Conversation]:
+    return convgen.split("held")
+
+
+def test_the_same_seed_gives_the_same_conversation() -> None:
+    one, two = convgen.conversation(3), convgen.conversation(3)
+    assert json.dumps(asdict(one)) == json.dumps(asdict(two))
+    assert json.dumps(asdict(one)) != json.dumps(asdict(convgen.conversation(4)))
+
+
+@pytest.mark.slow  # starts processes
+def test_every_process_generates_the_same_data() -> None:
+    # str hashes (and so set order) differ between processes unless seeded alike.
+    code = (
+        "import hashlib, json, dataclasses; from bench import convgen; "
+        "print(hashlib.sha256(json.dumps([dataclasses.asdict(c) for c in "
+        "convgen.split('dev')]).encode()).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1
+
+
+def test_the_splits_do_not_share_a_seed() -> None:
+    assert not set(convgen.SPLITS["dev"]) & set(convgen.SPLITS["held"])
+
+
+def test_the_held_part_is_as_large_as_the_issue_asks(held: list[convgen.Conversation]) -> None:
+    assert sum(len(c.questions) for c in held) >= 500
+    assert sum(len(c.facts) for c in held) >= 3000
+    kinds = {q.kind for c in held for q in c.questions}
+    assert kinds == set(convgen.KINDS)
+
+
+def test_each_conversation_has_the_shape_of_a_long_chat(held: list[convgen.Conversation]) -> None:
+    for conv in held:
+        assert 15 <= len(conv.sessions) <= 30
+        assert 250 <= len(conv.facts) <= 360, (conv.id, len(conv.facts))
+        assert 40 <= len(conv.questions) <= 50, (conv.id, len(conv.questions))
+        assert {f.speaker for f in conv.facts} == set(conv.speakers)
+        times = [datetime.fromisoformat(f.created_at) for f in conv.facts]
+        assert times == sorted(times)
+        for fact in conv.facts:
+            assert fact.path == f"/conversations/{conv.id}/session-{fact.session}"
+            assert fact.content.startswith(f"{fact.speaker}: ")
+    assert len({s for c in held for s in c.speakers}) >= 15
+
+
+def test_questions_point_at_turns_and_are_asked_afterwards(
+    held: list[convgen.Conversation],
+) -> None:
+    for conv in held:
+        ids = {f.id for f in conv.facts}
+        last = datetime.fromisoformat(conv.facts[-1].created_at)
+        for q in conv.questions:
+            assert set(q.relevant) <= ids
+            assert (q.kind == "none") == (not q.relevant), q
+            if q.kind == "multi":
+                assert len(q.relevant) >= 2, q
+            assert datetime.fromisoformat(q.asked_at) > last
+        assert len({q.text for q in conv.questions}) == len(conv.questions)
+
+
+def test_questions_mostly_avoid_the_words_of_their_evidence(
+    held: list[convgen.Conversation],
+) -> None:
+    answered = [q for c in held for q in c.questions if q.relevant]
+    assert sum(q.overlap == 0 for q in answered) / len(answered) >= 0.85
+
+
+def test_content_words_leave_out_names_and_stop_words() -> None:
+    words = convgen.content_words("What instrument did Maria take up in Lisbon?", {"Maria"})
+    assert words == {"instrument", "take"}
+
+
+def test_evaluate_counts_recall_and_reciprocal_rank() -> None:
+    qs = [
+        convgen.Question("a", "single", "?", ["x"], "2026-01-01T00:00:00+00:00"),
+        convgen.Question("b", "multi", "?", ["x", "y"], "2026-01-01T00:00:00+00:00"),
+        convgen.Question("c", "none", "?", [], "2026-01-01T00:00:00+00:00"),
+    ]
+    rankings = {"a": ["p", "q", "x"], "b": ["y", *"pqrstuvw", "x"], "c": []}
+    m = quality.evaluate(rankings, qs)
+    assert list(m.recall5) == [1.0, 0.5, 0.0]
+    assert list(m.recall10) == [1.0, 1.0, 0.0]
+    assert list(m.rr10) == [pytest.approx(1 / 3), 1.0, 0.0]
+    assert list(m.empty) == [0.0, 0.0, 1.0]
+    mean, low, high = quality.bootstrap(m.recall5[quality.select(m, None)])
+    assert mean == 0.75 and 0.5 <= low <= mean <= high <= 1.0
+
+
+def test_each_turn_is_stored_at_its_own_time(tmp_path: Path) -> None:
+    conv = convgen.split("smoke")[0]
+    handle = quality.build_memory(conv, FakeEmbedder(384), tmp_path)
+    try:
+        for fact in conv.facts[:: len(conv.facts) // 5]:
+            stored = handle.memory.get("default", handle.ids[fact.id], peek=True)
+            assert stored.created_at == datetime.fromisoformat(fact.created_at)
+            assert stored.path == fact.path and stored.content == fact.content
+        found = quality.search_mode("keyword")(handle, conv.questions[0])
+        assert set(found) <= {f.id for f in conv.facts}
+    finally:
+        handle.runtime.close()
