@@ -60,12 +60,27 @@ class Scores(BaseModel):
     cosine: float | None = Field(
         default=None, description="Cosine similarity of the fact's embedding to the query's"
     )
+    words_held: float | None = Field(
+        default=None,
+        description=(
+            "Hybrid, keyword matches: the share of the query's content words the fact "
+            "holds, each word weighed by how rare it is among your keyword matches "
+            "(0 to 1); a keyword match counts that much in the fusion"
+        ),
+    )
     rrf: float | None = Field(
         default=None,
         description=(
-            "Hybrid: reciprocal rank fusion, the sum of 1/(60 + position) over the "
-            "semantic ranking and the ranking of facts holding every content word "
-            "(facts holding only some of them do not count in hybrid mode)"
+            "Hybrid: weighted reciprocal rank fusion, the sum of weight/(60 + position) "
+            "over the semantic ranking (weight 1) and the keyword ranking (weight "
+            "`words_held`), doubled for a fact created in the time span the query names"
+        ),
+    )
+    in_window: bool | None = Field(
+        default=None,
+        description=(
+            "Hybrid: true when the query names a time span ('last week', 'in May', "
+            "'3 days ago') and the fact was created in it, which boosts it"
         ),
     )
 

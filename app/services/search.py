@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +41,9 @@ from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
 
 MAX_TERMS = 64
-# Hybrid fuses the semantic ranking with the STRICT keyword tier only, by reciprocal
-# rank fusion (k=60, equal weights). On bench/quality.py (60 questions, minilm-l6) the
-# relaxed tier's facts, which share one word of a question, pushed the answers down:
-# recall@5 0.775 with them, 0.950 without (semantic alone 0.875); k (10-60) and the
-# weights (0.7-2x) barely moved the strict-only figures, score-based fusion did no better.
+# Reciprocal rank fusion's k; on bench.quality's dev split k from 5 to 60 moved hybrid
+# recall@5 by under a point once keyword matches weigh their share of the question
+# (Fusion); 60 is the usual value.
 RRF_K = 60
 # The best EXACT_RERANK x limit visible candidates by int8 similarity (at least
 # MIN_RESCORED) are re-scored exactly from facts.embedding: the int8 order is right
@@ -316,14 +314,6 @@ class Query:
     # The time span the question names ("last week"), which boosts facts created in it.
     window: Window | None = None
 
-    @property
-    def keyword_q(self) -> str:
-        """The words the keyword half looks for: the question less the words that
-        named its time span ("last", "week" are not what the facts are about)."""
-        if self.window is None:
-            return self.q
-        return self.q.replace(self.window.words, " ", 1)
-
 
 @dataclass(frozen=True)
 class Ranking:
@@ -388,21 +378,74 @@ def keyword_score(position: int) -> float:
     return 1.0 / position
 
 
+_SUFFIXES = ("ing", "ed", "es", "er", "ly", "s")
+
+
+def _stem(word: str) -> str:
+    """A light stemmer, enough to tell which of a query's words a fact holds (FTS5's
+    porter decided that it matches; this only counts how many words it holds)."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content_stems(text: str) -> set[str]:
+    return {
+        _stem(word)
+        for word in _WORD.findall(text.lower())
+        if (len(word) > 1 and word not in STOPWORDS) or word.isdigit()
+    }
+
+
+def held_words(
+    conn: Connection, q: str, ids: Sequence[int]
+) -> tuple[set[str], dict[int, set[str]]]:
+    """The query's content words (stemmed), and for each fact among `ids` (visible
+    already) the ones it holds: the facts and the query alone decide it."""
+    wanted = _content_stems(q)
+    if not wanted or not ids:
+        return wanted, {}
+    bk = backend(conn)
+    stmt = bk.statements.get(
+        "contents",
+        lambda: select(facts.c.id, facts.c.content).where(bk.ids_in(facts.c.id, "ids")),
+    )
+    rows = conn.execute(stmt, {"ids": list(ids)}).all()
+    return wanted, {row.id: wanted & _content_stems(row.content) for row in rows}
+
+
+def rarity_shares(wanted: set[str], held: dict[int, set[str]]) -> dict[int, float]:
+    """How much of the question each keyword match holds, each word weighed by how rare
+    it is among the matches (log((n + 1) / (df + 0.5)), n matches, df of them holding
+    it): a match on the speaker's name that every fact carries counts for little, one
+    on the rare word the question is about for much. Counted over the reader's own
+    matches only, so no fact it cannot see weighs in."""
+    pool = len(held)
+    rarity = {w: math.log((pool + 1) / (sum(w in h for h in held.values()) + 0.5)) for w in wanted}
+    total = sum(rarity.values()) or 1.0
+    return {fid: sum(rarity[w] for w in words) / total for fid, words in held.items()}
+
+
 @dataclass(frozen=True)
 class Fusion:
-    """How hybrid search weighs its halves: weighted reciprocal rank fusion,
-    sum of weight / (k + position) over the keyword and the semantic ranking.
+    """How hybrid search weighs its halves: reciprocal rank fusion, the sum of
+    weight / (k + position) over the keyword and the semantic ranking.
 
-    Positions only, so a fused score depends on the query and the facts the reader
-    can see, nothing else. A fact created inside the time span the question names
-    gets `time_boost` times its score on top; the boost moves facts, never removes one.
+    A keyword match weighs its share of the question's words (rarity_shares): on
+    bench.quality's dev split (python -m bench.fusion_explore) that lifted hybrid
+    recall@5 from 0.405 (the strict tier alone, main before) and 0.357 (both tiers at
+    full weight) to 0.426, where semantic alone gave 0.405; a plain share (every word
+    alike) gave 0.388-0.425. A fact created inside the time span the question names
+    gets `time_boost` times its score on top (temporal recall@5 0.420 -> 0.460, the
+    same from 0.5 to 2); the boost moves facts, never removes one. Positions and the reader's own
+    matches decide it all: no whole-memory statistic enters a fused score.
     """
 
     k: float = RRF_K
-    strict: float = 1.0  # a keyword match holding every content word
-    relaxed: float = 1.0  # a keyword match holding some of them
+    keyword: float = 1.0
     semantic: float = 1.0
-    time_boost: float = 0.0
+    time_boost: float = 1.0
 
 
 FUSION = Fusion()
@@ -413,13 +456,15 @@ def fuse(
     semantic: Sequence[tuple[int, float]],
     limit: int,
     fusion: Fusion = FUSION,
+    shares: Mapping[int, float] | None = None,
     in_window: frozenset[int] = frozenset(),
 ) -> list[tuple[int, float]]:
-    """Weighted reciprocal rank fusion of the two halves, best first, `limit` of them."""
+    """Weighted reciprocal rank fusion of the two halves, best first, `limit` of them.
+    Without `shares` every keyword match weighs in full."""
     fused: dict[int, float] = {}
     for position, hit in enumerate(keyword, start=1):
-        weight = fusion.strict if hit.all_words else fusion.relaxed
-        fused[hit.fact_id] = weight / (fusion.k + position)
+        share = 1.0 if shares is None else shares.get(hit.fact_id, 0.0)
+        fused[hit.fact_id] = fusion.keyword * share / (fusion.k + position)
     for position, (fid, _) in enumerate(semantic, start=1):
         fused[fid] = fused.get(fid, 0.0) + fusion.semantic / (fusion.k + position)
     for fid in in_window & fused.keys():
@@ -474,14 +519,20 @@ def rank(
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
-    keyword = keyword_ranking(conn, scope, query.keyword_q, depth)
+    keyword = keyword_ranking(conn, scope, query.q, depth)
+    wanted, held = held_words(conn, query.q, [hit.fact_id for hit in keyword])
+    shares = rarity_shares(wanted, held)
     candidates = [hit.fact_id for hit in keyword] + [fid for fid, _ in semantic]
     in_window = _created_in(conn, candidates, query.window) if fusion.time_boost else frozenset()
-    order = fuse(keyword, semantic, limit, fusion, in_window)
+    order = fuse(keyword, semantic, limit, fusion, shares, in_window)
     page = {fid for fid, _ in order}
     for position, hit in enumerate(keyword, start=1):
         if hit.fact_id in page:
-            scores[hit.fact_id] = {"keyword": keyword_score(position), "all_words": hit.all_words}
+            scores[hit.fact_id] = {
+                "keyword": keyword_score(position),
+                "all_words": hit.all_words,
+                "words_held": round(shares.get(hit.fact_id, 0.0), 6),
+            }
     for fid, distance in semantic:
         if fid in page:
             scores.setdefault(fid, {})["cosine"] = 1.0 - distance

@@ -61,3 +61,32 @@ def test_hybrid_finds_both_kinds(memory) -> None:
     assert search(rt, "PAY-77341", "hybrid")[0] == ids[FACTS[2]]
     assert search(rt, "which animal naps on the copier?", "hybrid")[0] == ids[FACTS[3]]
     assert search(rt, "someone cannot eat nuts", "hybrid")[0] == ids[FACTS[6]]
+
+
+def test_the_readme_port_example_returns_the_port_fact_alone(tmp_path: Path) -> None:
+    """README "First steps": a new memory (its /memory starter facts included), one fact
+    about the port, `q=which port`: the port fact, and no filler from /memory."""
+    settings = make_settings(tmp_path, embedding={"model": "minilm-l6", "width": 384})
+    rt = open_runtime(settings, load_model=True)
+    try:
+        memory = Memory(rt)
+        memory.reindex()  # the starter facts too, as a server embeds them in the background
+        port = memory.store(
+            "default", NewFact("/projects/embornal", "The API listens on port 8420.")
+        )
+        assert memory.search("default", SearchRequest(q="memory", mode="keyword")).results
+        found = memory.search("default", SearchRequest(q="which port", limit=5))
+        assert found.mode == "hybrid"
+        assert [r.fact.id for r in found.results] == [port.id]
+    finally:
+        rt.close()
+
+
+def test_a_nonsense_query_returns_nothing_and_recalls_nothing(memory) -> None:
+    rt, ids = memory
+    before = {fid: Memory(rt).get("default", fid, peek=True).recall_count for fid in ids.values()}
+    for mode in ("hybrid", "semantic", "keyword"):
+        request = SearchRequest(q="qwxz blorp frindle", mode=mode, limit=10)  # type: ignore[arg-type]
+        assert Memory(rt).search("default", request).results == []
+    after = {fid: Memory(rt).get("default", fid, peek=True).recall_count for fid in ids.values()}
+    assert after == before

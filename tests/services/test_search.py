@@ -330,3 +330,73 @@ def test_filters_kept_for_one_request_do_not_leak_into_the_next(actor, clock) ->
         only_b = find(me, "omega", mode="keyword", tags=["kind=b"]).results
         assert [r.fact.path for r in only_b] == ["/b/y"]
         assert len(find(me, "omega", mode="keyword").results) == 2
+
+
+# --- hybrid fusion: both keyword tiers, weighed by the words held; time spans; floor -----
+
+
+def test_hybrid_fuses_facts_that_hold_only_some_of_the_words(actor, rt, model) -> None:
+    """No fact holds every word of the question: the keyword matches that hold its rare
+    words still count in the fusion, by their share of the question."""
+    me = actor()
+    spread = store(
+        me,
+        [
+            NewFact("/trip", "Maria booked the ferry to Santorini"),
+            NewFact("/trip", "Maria packed sunscreen for the island"),
+        ],
+        model,
+    )
+    store(me, [NewFact("/chat", f"Maria says hello number {i}") for i in range(30)], model)
+    found = find(me, "Maria Santorini sunscreen ferry", rt=rt, mode="hybrid", limit=5, peek=True)
+    top = {r.fact.id: r.scores for r in found.results[:2]}
+    assert set(top) == {f.id for f in spread}
+    for scores in top.values():
+        assert scores["all_words"] is False
+        assert 0 < scores["words_held"] < 1
+    chatter = [r.scores for r in found.results[2:] if "words_held" in r.scores]
+    assert all(s["words_held"] < min(t["words_held"] for t in top.values()) for s in chatter)
+
+
+def test_a_time_span_in_the_question_moves_a_dated_fact_up_and_removes_none(
+    actor, rt, model, clock
+) -> None:
+    me = actor()
+    old = store(
+        me, [NewFact("/log", f"went hiking with friends, trail {i}") for i in range(6)], model
+    )
+    clock.advance(days=30)
+    recent = store(me, [NewFact("/log", "went hiking with friends, trail 9")], model)[0]
+    clock.advance(days=3)
+    plain = find(me, "hiking with friends", rt=rt, mode="hybrid", peek=True)
+    dated = find(me, "hiking with friends last week", rt=rt, mode="hybrid", peek=True)
+    assert dated.results[0].fact.id == recent.id
+    assert dated.results[0].scores["in_window"] is True
+    assert plain.results[0].fact.id != recent.id or plain.results[0].scores.get("in_window") is None
+    assert {r.fact.id for r in dated.results} >= {f.id for f in old} | {recent.id}
+
+
+def test_hybrid_shares_do_not_move_when_hidden_facts_are_added(actor, rt, model) -> None:
+    owner = actor()
+    store(owner, [NewFact("/alice", f"lantern quay {w}") for w in ("one", "two")], model)
+    store(owner, [NewFact("/alice", f"harbor pier {w}") for w in ("one", "two")], model)
+    grant(rt, "p, alice, path:/alice/*, read, allow")
+    alice = actor("alice")
+
+    def shares() -> dict[int, float]:
+        found = find(alice, "lantern harbor", rt=rt, mode="hybrid", limit=10, peek=True)
+        return {r.fact.id: r.scores["words_held"] for r in found.results}
+
+    before = shares()
+    assert len(before) == 4 and all(0 < v < 1 for v in before.values())
+    # Hidden facts make "harbor" the commonest word of the memory and "lantern" rare.
+    store(owner, [NewFact("/bob", f"harbor {i}") for i in range(300)], model)
+    assert shares() == before
+
+
+def test_semantic_candidates_under_the_floor_are_no_match(actor, rt, model) -> None:
+    me = actor()
+    store(me, [NewFact("/z", "penguins waddle across the antarctic ice")], model)
+    for mode in ("semantic", "hybrid"):
+        assert find(me, "quarterly invoice reconciliation", rt=rt, mode=mode).results == []
+    assert find(me, "penguins waddle", rt=rt, mode="semantic").results

@@ -1,0 +1,180 @@
+"""Ways to fuse hybrid search's halves, compared on the quality bench's DEV split.
+
+    python -m bench.fusion_explore [--depth 40]
+
+Each dev question is ranked once per half, as the service ranks them (the keyword
+tiers, the semantic ranking with its cosines, the facts created in the time span the
+question names, relative to the question's `asked_at`), and every fusion below is
+applied to those same lists, so the comparison costs one search per half. Refuses
+the held split: held is reported, never tuned on (bench/CONVGEN.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.services import search as search_service
+from app.services import timewords
+from app.services.search import Fusion, KeywordHit, Scope
+from bench import machine
+from bench import quality as qb
+
+
+@dataclass
+class Lists:
+    keyword: list[KeywordHit]  # the question as asked
+    keyword_untimed: list[KeywordHit]  # less the words that named a time span
+    semantic: list[tuple[int, float]]  # (fact id, cosine distance), nearest first
+    in_window: frozenset[int]
+    names: dict[int, str]
+    coverage: dict[int, float]  # keyword hits: the share of the query's content words held
+    weighted: dict[int, float]  # the same, each word weighed by its rarity in the pool
+
+
+def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
+    rt, memory = handle.runtime, handle.memory
+    asked = datetime.fromisoformat(question.asked_at).timestamp()
+    vector = rt.query_cache.embed_query(rt.embedder, question.text)
+    span = timewords.window(question.text, asked)
+    with memory.transaction("default") as (conn, ctx):
+        scope = Scope(ctx)
+        keyword = search_service.keyword_ranking(conn, scope, question.text, depth)
+        untimed = question.text.replace(span.words, " ", 1) if span else question.text
+        keyword_untimed = search_service.keyword_ranking(conn, scope, untimed, depth)
+        semantic = search_service.semantic_ranking(conn, scope, rt.vector_index, vector, depth)
+        ids = [h.fact_id for h in keyword + keyword_untimed] + [f for f, _ in semantic]
+        in_window = search_service._created_in(conn, ids, span)
+        wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
+    coverage = {f: len(w) / len(wanted) for f, w in held.items()}
+    weighted = search_service.rarity_shares(wanted, held)
+    return Lists(keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted)
+
+
+Variant = Callable[[Lists], list[int]]
+
+
+def fused(
+    fusion: Fusion, *, floor: float = -1.0, untimed: bool = False, strict_only: bool = False
+) -> Variant:
+    def run(ls: Lists) -> list[int]:
+        keyword = ls.keyword_untimed if untimed else ls.keyword
+        if strict_only:
+            keyword = [h for h in keyword if h.all_words]
+        semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
+        window = ls.in_window if fusion.time_boost else frozenset()
+        return [f for f, _ in search_service.fuse(keyword, semantic, 10, fusion, None, window)]
+
+    return run
+
+
+def covered(
+    k: float, scale: float, power: float, boost: float = 0.0, floor: float = -1, idf: bool = False
+) -> Variant:
+    """Keyword hits weighted by the share of the query's content words they hold."""
+
+    def run(ls: Lists) -> list[int]:
+        score: dict[int, float] = {}
+        for n, hit in enumerate(ls.keyword, start=1):
+            share = (ls.weighted if idf else ls.coverage).get(hit.fact_id, 0.0)
+            score[hit.fact_id] = scale * share**power / (k + n)
+        for n, (fid, _) in enumerate([p for p in ls.semantic if 1 - p[1] >= floor], start=1):
+            score[fid] = score.get(fid, 0.0) + 1.0 / (k + n)
+        for fid in ls.in_window & score.keys():
+            score[fid] *= 1 + boost
+        return [f for f, _ in sorted(score.items(), key=lambda p: (-p[1], p[0]))][:10]
+
+    return run
+
+
+def service(floor: float = -1.0) -> Variant:
+    def run(ls: Lists) -> list[int]:
+        semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
+        order = search_service.fuse(
+            ls.keyword, semantic, 10, shares=ls.weighted, in_window=ls.in_window
+        )
+        return [f for f, _ in order]
+
+    return run
+
+
+def single(half: str, floor: float = -1.0) -> Variant:
+    def run(ls: Lists) -> list[int]:
+        if half == "keyword":
+            return [h.fact_id for h in ls.keyword][:10]
+        return [f for f, d in ls.semantic if 1 - d >= floor][:10]
+
+    return run
+
+
+def variants() -> dict[str, Variant]:
+    """What was tried (issue 17), the service's choice among them."""
+    out: dict[str, Variant] = {
+        "keyword alone": single("keyword"),
+        "semantic alone": single("semantic"),
+        "strict tier only, k=60 (main before)": fused(Fusion(time_boost=0), strict_only=True),
+        "both tiers at full weight, k=60": fused(Fusion(time_boost=0)),
+        "the service (search.FUSION)": service(),
+    }
+    for k in (5, 10, 20, 60):
+        for weight in (0.25, 0.5, 1.0):
+            out[f"k={k} keyword x{weight}"] = fused(Fusion(k=k, keyword=weight, time_boost=0))
+    for k in (10, 20, 60):
+        for scale in (1.0, 2.0):
+            for power in (1.0, 2.0):
+                name = f"k={k} x{scale} share^{power}"
+                out[f"{name} (plain)"] = covered(k, scale, power)
+                out[f"{name} (rarity)"] = covered(k, scale, power, idf=True)
+    for boost in (0.5, 1.0, 2.0):
+        out[f"rarity k=60, time boost {boost}"] = covered(60, 1.0, 1.0, boost, idf=True)
+    for floor in (0.2, 0.25, 0.3, 0.35, 0.4):
+        out[f"the service, cosine floor {floor}"] = service(floor)
+        out[f"semantic alone, cosine floor {floor}"] = single("semantic", floor)
+    return out
+
+
+def report(results: dict[str, qb.Metrics]) -> None:
+    first = next(iter(results.values()))
+    kinds = [(kind, name) for kind, name in qb.kinds_with_counts(first)]
+    none_idx = qb.select(first, "none")
+    head = " | ".join(f"{name} R@5 / MRR" for _, name in kinds)
+    print(f"| variant | {head} | no-answer empty |")
+    print("|---|" + "---|" * (len(kinds) + 1))
+    for name, m in results.items():
+        cells = []
+        for kind, _ in kinds:
+            idx = qb.select(m, kind)
+            cells.append(f"{m.recall5[idx].mean():.3f} / {m.rr10[idx].mean():.3f}")
+        empty = m.empty[none_idx].mean() if len(none_idx) else float("nan")
+        print(f"| {name} | " + " | ".join(cells) + f" | {empty:.2f} |")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--depth", type=int, default=search_service.HYBRID_DEPTH)
+    parser.add_argument("--model", default="minilm-l6")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(machine.threads()))
+    split = "smoke" if args.smoke else "dev"
+    with qb.build_split(split, model=args.model) as handles:
+        per_question = {
+            q.id: lists_for(h, q, args.depth) for h in handles for q in h.conversation.questions
+        }
+        questions = qb.questions_of(handles)
+    results = {}
+    for name, variant in variants().items():
+        rankings = {
+            qid: [ls.names[f] for f in variant(ls) if f in ls.names]
+            for qid, ls in per_question.items()
+        }
+        results[name] = qb.evaluate(rankings, questions)
+    print(f"\nfusion variants on {split} (each half {args.depth} deep), recall@5 / MRR@10:\n")
+    report(results)
+
+
+if __name__ == "__main__":
+    main()
