@@ -170,8 +170,9 @@ def rank_with(handles: Sequence[Handle], fn: RankFn) -> dict[str, list[str]]:
 def search_mode(mode: str, limit: int = LIMIT) -> RankFn:
     """The service's own ranking: Memory.search in one mode, peeked (no recalls).
 
-    Only the question's text is passed: when SearchRequest grows a time to search as
-    of (issue 17, item 3), `question.asked_at` is the one to give it."""
+    The memory's clock stands at the questions' `asked_at` (build_memory), so a time
+    span a question names ("last week") is read from that moment, as a server reads
+    it from now."""
 
     def rank(handle: Handle, question: convgen.Question) -> list[str]:
         page = handle.memory.search(
