@@ -33,6 +33,7 @@ class Lists:
     names: dict[int, str]
     coverage: dict[int, float]  # keyword hits: the share of the query's content words held
     weighted: dict[int, float]  # the same, each word weighed by its rarity in the pool
+    path_of: dict[int, str]  # every fact's path (its session), for the neighbour boost
 
 
 def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
@@ -51,7 +52,10 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
-    return Lists(keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted)
+    paths = {handle.ids[f.id]: f.path for f in handle.conversation.facts}
+    return Lists(
+        keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted, paths
+    )
 
 
 Variant = Callable[[Lists], list[int]]
@@ -101,6 +105,28 @@ def service(floor: float = -1.0) -> Variant:
     return run
 
 
+def neighbours(beta: float, new: bool) -> Variant:
+    """The service's fusion, then each fact gains beta x the best fused score of the
+    facts stored just before and after it at the same path (a conversation's adjacent
+    turns); with `new`, neighbours outside both halves can enter the page."""
+
+    def run(ls: Lists) -> list[int]:
+        order = search_service.fuse(
+            ls.keyword, ls.semantic, 100, shares=ls.weighted, in_window=ls.in_window
+        )
+        score = dict(order)
+        boosted = dict(score)
+        for fid, value in order:
+            for other in (fid - 1, fid + 1):
+                if ls.path_of.get(other) != ls.path_of.get(fid):
+                    continue
+                if other in score or new:
+                    boosted[other] = boosted.get(other, 0.0) + beta * value
+        return [f for f, _ in sorted(boosted.items(), key=lambda p: (-p[1], p[0]))][:10]
+
+    return run
+
+
 def single(half: str, floor: float = -1.0) -> Variant:
     def run(ls: Lists) -> list[int]:
         if half == "keyword":
@@ -130,6 +156,9 @@ def variants() -> dict[str, Variant]:
                 out[f"{name} (rarity)"] = covered(k, scale, power, idf=True)
     for boost in (0.5, 1.0, 2.0):
         out[f"rarity k=60, time boost {boost}"] = covered(60, 1.0, 1.0, boost, idf=True)
+    for beta in (0.1, 0.25, 0.5):
+        out[f"the service, neighbour boost {beta}"] = neighbours(beta, new=False)
+        out[f"the service, neighbour boost {beta}, new ones in"] = neighbours(beta, new=True)
     for floor in (0.2, 0.25, 0.3, 0.35, 0.4):
         out[f"the service, cosine floor {floor}"] = service(floor)
         out[f"semantic alone, cosine floor {floor}"] = single("semantic", floor)
