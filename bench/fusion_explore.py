@@ -43,7 +43,9 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
     span = timewords.window(question.text, asked)
     with memory.transaction("default") as (conn, ctx):
         scope = Scope(ctx)
-        keyword = search_service.keyword_ranking(conn, scope, question.text, depth)
+        keyword = search_service.keyword_ranking(
+            conn, scope, question.text, depth, relaxed_words=search_service.HYBRID_RELAXED_WORDS
+        )
         untimed = question.text.replace(span.words, " ", 1) if span else question.text
         keyword_untimed = search_service.keyword_ranking(conn, scope, untimed, depth)
         semantic = search_service.semantic_ranking(conn, scope, rt.vector_index, vector, depth)

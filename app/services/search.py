@@ -57,6 +57,7 @@ EXACT_RERANK = 2
 # the semantic half's exact re-scoring grows with it, so the least of them.
 HYBRID_DEPTH = 20
 HYBRID_DEPTH_FACTOR = 2
+HYBRID_RELAXED_WORDS: int | None = 3
 # Words that carry no topic: they never decide whether a fact matches (a fact that
 # shares only "the" or "or" with a question is not an answer to it). Question words
 # are here too, since agents ask in sentences. Single letters (the "s" of "what's",
@@ -174,7 +175,13 @@ class KeywordHit:
 
 
 def keyword_ranking(
-    conn: Connection, scope: Scope, q: str, want: int, *, relax: bool = True
+    conn: Connection,
+    scope: Scope,
+    q: str,
+    want: int,
+    *,
+    relax: bool = True,
+    relaxed_words: int | None = None,
 ) -> list[KeywordHit]:
     """Up to `want` visible facts, best first: those holding every content word, then
     (with `relax`), when fewer than `want` visible facts hold them all, those holding
@@ -198,7 +205,13 @@ def keyword_ranking(
         return hits
     # Every strict match is also a relaxed one: ask for that many more.
     seen = {hit.fact_id for hit in hits}
-    relaxed = _fts_ranked(conn, scope, content, want + len(hits), any_word=True)
+    # An OR over many words ranks every fact holding any of them (its cost grows with
+    # their doclists): with `relaxed_words`, only the longest words of the query, a
+    # rarity proxy that reads the query alone.
+    words = content
+    if relaxed_words is not None and len(content) > relaxed_words:
+        words = sorted(content, key=lambda c: (-len(c), content.index(c)))[:relaxed_words]
+    relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
 
@@ -519,7 +532,7 @@ def rank(
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
-    keyword = keyword_ranking(conn, scope, query.q, depth)
+    keyword = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
     wanted, held = held_words(conn, query.q, [hit.fact_id for hit in keyword])
     shares = rarity_shares(wanted, held)
     candidates = [hit.fact_id for hit in keyword] + [fid for fid, _ in semantic]
