@@ -115,4 +115,6 @@ def tiny_spec(
         max_tokens=max_tokens,
         files=files,
         description=f"tiny synthetic {width}-d test model",
+        # Random weights: a cosine from them means nothing, so no floor hides a fact.
+        min_cosine=-1.0,
     )
