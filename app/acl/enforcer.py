@@ -44,6 +44,11 @@ from app.db.tables import meta
 from app.errors import Unauthorized
 
 log = logging.getLogger(__name__)
+# Casbin logs policy lines and decisions at INFO and WARNING; configure_logging shows
+# them at the debug log level only. Library use (tests, scripts) gets the same default.
+_casbin_log = logging.getLogger("casbin")
+if _casbin_log.level == logging.NOTSET:
+    _casbin_log.setLevel(logging.ERROR)
 
 
 class SubjectIsRole(Unauthorized):

@@ -170,6 +170,9 @@ def configure_logging(log_format: str, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # Casbin logs the model, the whole policy table and each decision (who may do what)
+    # at INFO and WARNING: subjects' rights stay out of the logs unless asked for.
+    logging.getLogger("casbin").setLevel(logging.DEBUG if level == "debug" else logging.ERROR)
     if level != "debug":
         # Readiness asks Alembic for the revision on every probe; its INFO lines are noise.
         logging.getLogger("alembic").setLevel(logging.WARNING)

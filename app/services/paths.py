@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, and_, delete, func, select
 
 from app.acl.model import Resource
 from app.db.dialects import backend
-from app.db.tables import ROOT_PATH_ID, effective_path_tags, facts, path_closure, path_tags, paths
+from app.db.tables import (
+    ROOT_PATH_ID,
+    effective_fact_tags,
+    effective_path_tags,
+    facts,
+    path_closure,
+    path_tags,
+    paths,
+)
 from app.errors import Forbidden, NotFound
 from app.services.context import Context
-from app.services.validation import check_tag, fold_path
-from app.services.visibility import visible_current
+from app.services.validation import check_path_tags, fold_path
+from app.services.visibility import readable, visible_current
 
 
 def find_path_id(conn: Connection, path: str) -> int | None:
@@ -187,18 +196,72 @@ def _taggable_node(conn: Connection, ctx: Context, path: str, new: dict[str, str
     raise Forbidden(f"{ctx.subject} may not change tags at {path}")
 
 
+def _beneath(node: int) -> Any:
+    return and_(
+        path_closure.c.ancestor_id == node,
+        path_closure.c.descendant_id == facts.c.path_id,
+        facts.c.deleted_at.is_(None),
+    )
+
+
+def _tags_beneath(conn: Connection, node: int, ids: set[int]) -> dict[int, set[tuple[str, str]]]:
+    """Effective tags of the live facts `ids` under `node`."""
+    found: dict[int, set[tuple[str, str]]] = {fact_id: set() for fact_id in ids}
+    rows = conn.execute(
+        select(
+            effective_fact_tags.c.fact_id, effective_fact_tags.c.key, effective_fact_tags.c.value
+        )
+        .select_from(effective_fact_tags)
+        .join(facts, facts.c.id == effective_fact_tags.c.fact_id)
+        .join(path_closure, path_closure.c.descendant_id == facts.c.path_id)
+        .where(_beneath(node))
+    )
+    for fact_id, key, value in rows:
+        if fact_id in found:
+            found[fact_id].add((key, value))
+    return found
+
+
+def _unreadable_tags_beneath(
+    conn: Connection, ctx: Context, node: int
+) -> dict[int, set[tuple[str, str]]]:
+    """Effective tags of the live facts under `node` that the subject may not read."""
+    every = select(facts.c.id).select_from(facts, path_closure).where(_beneath(node))
+    hidden = set(conn.execute(every).scalars()) - set(
+        conn.execute(every.where(readable(ctx))).scalars()
+    )
+    return _tags_beneath(conn, node, hidden) if hidden else {}
+
+
+def _refuse_declassifying(
+    conn: Connection, ctx: Context, path: str, node: int, before: dict[int, set[tuple[str, str]]]
+) -> None:
+    """A subject may not change who may read, write or delete a fact it cannot read.
+
+    Called after the change, in its transaction: raising rolls the change back. The
+    refusal tells a holder of `tag` that such facts exist (README, security model).
+    """
+    if before and _tags_beneath(conn, node, set(before)) != before:
+        raise Forbidden(
+            f"{ctx.subject} may not change tags at {path}: they would change the tags of "
+            "facts beneath that it may not read"
+        )
+
+
 def set_path_tags(conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]) -> Node:
     """Set (add or replace) tags on a node, creating the node if the subject may tag there."""
     path = fold_path(raw_path)
-    checked = dict(check_tag(k, v) for k, v in tags.items())
+    checked = check_path_tags(tags)
     _taggable_node(conn, ctx, path, checked)
     node = ensure_path(conn, path, ctx.clock())
     backend(conn).lock_tree(conn)
+    before = _unreadable_tags_beneath(conn, ctx, node)
     for key, value in checked.items():
         stmt = backend(conn).insert(path_tags).values(path_id=node, key=key, value=value)
         conn.execute(
             stmt.on_conflict_do_update(index_elements=["path_id", "key"], set_={"value": value})
         )
+    _refuse_declassifying(conn, ctx, path, node, before)
     return describe_path(conn, ctx, path)
 
 
@@ -210,8 +273,10 @@ def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> 
     if node is None:
         raise NotFound(f"path {path} not found")
     backend(conn).lock_tree(conn)
+    before = _unreadable_tags_beneath(conn, ctx, node)
     deleted = conn.execute(
         delete(path_tags).where(path_tags.c.path_id == node, path_tags.c.key == key.lower())
     ).rowcount
     if not deleted:
         raise NotFound(f"path {path} has no tag {key!r}")
+    _refuse_declassifying(conn, ctx, path, node, before)

@@ -36,7 +36,7 @@ from app.services.context import Context
 from app.services.facts import Fact
 from app.services.strength import decay_sql
 from app.services.timewords import Window
-from app.services.validation import check_limit, fold_path, parse_tag_filter
+from app.services.validation import check_limit, check_query, fold_path, parse_tag_filter
 from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
 from app.services.visibility import visible_current
 
@@ -358,10 +358,7 @@ def prepare(
     hybrid search share that vector.
     """
     check_limit(limit)
-    if not q or not q.strip():
-        raise _invalid("q", "q must hold some text to search for")
-    if len(q) > MAX_QUERY_CHARS:
-        raise _invalid("q", f"q is longer than {MAX_QUERY_CHARS} characters")
+    check_query(q, MAX_QUERY_CHARS)
     if min_strength is not None and not 0 <= min_strength <= 1:
         raise _invalid("min_strength", "min_strength must be between 0 and 1")
     # The filters are made into SQL only when a statement needs them (Scope): check

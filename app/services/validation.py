@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from app.errors import InvalidInput
@@ -98,6 +99,15 @@ def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") 
     return checked
 
 
+def check_path_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """Check tags set on a node: an `owner` there could never reach a fact (a fact's
+    own owner tag always wins), so setting one would only mislead."""
+    checked = dict(check_tag(k, v) for k, v in tags.items())
+    if OWNER_KEY in checked:
+        raise _invalid("tags", "a path tag may not be 'owner': every fact carries its own")
+    return checked
+
+
 def parse_tag_filter(text: str, field: str = "tag") -> tuple[str, str]:
     """Parse a `key=value` filter."""
     key, sep, value = text.partition("=")
@@ -116,6 +126,24 @@ def check_content(content: str, limit: int, field: str = "content") -> str:
     if not _is_unicode(content):
         raise _invalid(field, "content holds a lone surrogate, which is not Unicode text")
     return content
+
+
+_QUERY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def check_query(q: str, limit: int, field: str = "q") -> str:
+    """A search's text: some words, no control character but tab and line breaks (a NUL
+    or an escape would reach FTS5 and the tokenizer as nothing, and match everything)."""
+    if not q or not q.strip():
+        raise _invalid(field, "q must hold some text to search for")
+    if len(q) > limit:
+        raise _invalid(field, f"q is longer than {limit} characters")
+    control = _QUERY_CONTROL.search(q)
+    if control:
+        raise _invalid(field, f"q holds a control character (U+{ord(control.group()):04X})")
+    if not _is_unicode(q):
+        raise _invalid(field, "q holds a lone surrogate, which is not Unicode text")
+    return q
 
 
 def check_limit(limit: int) -> int:

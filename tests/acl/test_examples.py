@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable
 
 import pytest
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, insert, select
 
 from app.acl.compile import read_predicate
 from app.acl.model import (
@@ -21,7 +21,7 @@ from app.acl.model import (
     parse_object,
     parse_policy_line,
 )
-from app.db.tables import effective_fact_tags, facts, paths
+from app.db.tables import effective_fact_tags, facts, path_tags, paths
 from app.errors import Forbidden, InvalidInput
 from app.runtime import Runtime
 from app.services import facts as fact_service
@@ -216,8 +216,13 @@ def test_write_and_delete_lines_grant_no_read(rt: Runtime, memory: Memory) -> No
 def test_an_owner_tag_on_a_path_never_reaches_a_fact(
     rt: Runtime, memory: Memory, actor: MakeActor
 ) -> None:
-    with actor("default").tx() as (conn, ctx):
+    with actor("default").tx() as (conn, ctx), pytest.raises(InvalidInput) as caught:
         path_service.set_path_tags(conn, ctx, "/shared", {"owner": "alice"})
+    assert "owner" in caught.value.detail
+    # An older memory (or a hand edit) may hold one all the same: it never reaches a fact.
+    with actor("default").tx() as (conn, ctx):
+        node = path_service.ensure_path(conn, "/shared", 0.0)
+        conn.execute(insert(path_tags).values(path_id=node, key="owner", value="alice"))
     add(
         rt,
         "p, bob, path:/shared/*, write, allow",

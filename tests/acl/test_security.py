@@ -251,7 +251,12 @@ def test_a_writer_cannot_declassify_its_subtree_without_tag(rt: Runtime, actor: 
 
 def test_a_tag_deny_covers_the_tag_being_set(rt: Runtime, actor: MakeActor) -> None:
     store(actor, "default", "/x/note")
-    add(rt, "p, w, path:/x/*, tag, allow", "p, w, tag:visibility=public, tag, deny")
+    add(
+        rt,
+        "p, w, path:/x/*, tag, allow",
+        "p, w, path:/x/*, read, allow",
+        "p, w, tag:visibility=public, tag, deny",
+    )
     with actor("w").tx() as (conn, ctx), pytest.raises(Forbidden):
         path_service.set_path_tags(conn, ctx, "/x", {"visibility": "public"})
     with actor("w").tx() as (conn, ctx):

@@ -8,12 +8,14 @@ every fact and set a tag on every node, each in a savepoint rolled back after.
 A store must succeed exactly when a path rule allows `write` on the fact as it
 would be and on its node, with no deny matching either; a delete when the fact
 is readable and `delete` is allowed on it (by path or tag rule); a path tag when
-`tag` is allowed on the node as it is and as it would be.
+`tag` is allowed on the node as it is and as it would be, and no fact beneath that
+the subject cannot read would change its effective tags.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -43,6 +45,11 @@ from tests.acl.test_differential import (
 )
 
 OK = "ok"
+
+
+def here_own(world: World, node: str) -> dict[str, str]:
+    """The node's own path tags (node_tags gives the inherited ones too)."""
+    return dict(world.path_tags.get(node, {}))
 
 
 def outcome(conn: Connection, call: Callable[..., Any], *args: Any) -> str:
@@ -118,6 +125,17 @@ def test_changes_equal_enforce(
                     here = node_tags(world, node)
                     want_tag = enforce(subject, "tag", node, here) and enforce(
                         subject, "tag", node, {**here, key: value}
+                    )
+                    # Never a change to the tags of a fact beneath it cannot read.
+                    after = replace(
+                        world,
+                        path_tags={**world.path_tags, node: {**here_own(world, node), key: value}},
+                    )
+                    want_tag = want_tag and not any(
+                        (f.path == node or f.path.startswith(node + "/"))
+                        and not enforce(subject, "read", f.path, fact_tags[i])
+                        and expected_tags(after, f) != fact_tags[i]
+                        for i, f in enumerate(world.facts, start=1)
                     )
                     got = outcome(conn, path_service.set_path_tags, ctx, node, {key: value})
                     if want_tag:

@@ -158,3 +158,45 @@ def test_a_readers_keyword_scores_do_not_move_when_hidden_facts_arrive(
     response = client.post("/v1/facts/batch", json={"facts": hidden}, headers=auth("default"))
     assert response.status_code == 201, response.text
     assert alice_search() == before
+
+
+@pytest.mark.parametrize("q", ["\x00", "port\x00", "\x1b[2J port", "port\x7f"])
+def test_a_query_holding_a_control_character_is_refused(
+    client: TestClient, auth: Auth, q: str
+) -> None:
+    """Issue 18: a NUL or escape in q reached FTS5 as nothing and matched every fact."""
+    for response in (
+        client.get("/v1/search", params={"q": q}, headers=auth("default")),
+        client.post("/v1/search", json={"q": q}, headers=auth("default")),
+    ):
+        problem = assert_problem(response, 422)
+        assert "control character" in problem["detail"]
+        assert problem["errors"][0]["loc"][-1] == "q"
+    # A question pasted over two lines is still a question.
+    multi_line = client.get("/v1/search", params={"q": "which\nport"}, headers=auth("default"))
+    assert multi_line.status_code == 200
+
+
+def test_casbin_keeps_policies_and_decisions_out_of_the_log_at_info(
+    client: TestClient, auth: Auth, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 18: Casbin printed the model, the policy table and decisions at INFO."""
+    import logging
+
+    from app.api.observability import configure_logging
+
+    with caplog.at_level(logging.INFO):
+        client.get("/v1/search", params={"q": "port"}, headers=auth("stranger"))
+        client.get("/v1/facts", headers=auth("default"))
+    assert not [r for r in caplog.records if r.name.startswith("casbin")]
+    assert "path:/*" not in caplog.text
+    root, casbin_log = logging.getLogger(), logging.getLogger("casbin")
+    saved = root.handlers[:], root.level
+    try:
+        configure_logging("text", "info")
+        assert casbin_log.getEffectiveLevel() == logging.ERROR
+        configure_logging("text", "debug")  # the debug setting may show them
+        assert casbin_log.getEffectiveLevel() == logging.DEBUG
+    finally:
+        root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+        casbin_log.setLevel(logging.ERROR)
