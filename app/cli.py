@@ -237,8 +237,18 @@ def warn_without_model(mem: Memory) -> None:
 
 
 @app.command("mcp")
-def mcp_command() -> None:
-    """Serve the memory to a local agent over MCP on stdin/stdout, acting as `default`."""
+def mcp_command(
+    subject: Annotated[
+        str,
+        typer.Option(
+            "--subject",
+            envvar="EMBORNAL_SUBJECT",
+            help="Act as this subject (its policies decide), not the owner `default`",
+        ),
+    ] = ME,
+) -> None:
+    """Serve the memory to a local agent over MCP on stdin/stdout, acting as `default`
+    or as --subject."""
     import anyio
 
     from app.api.observability import configure_logging
@@ -250,8 +260,10 @@ def mcp_command() -> None:
         # stdout is the protocol channel: whatever opening the memory prints goes to stderr.
         with redirect_stdout(sys.stderr):
             mem = stack.enter_context(memory(load_model=True))
+        # A role's name is never a subject: the API refuses such a token, so does this.
+        mem.refuse_role_name(subject)
         warn_without_model(mem)
-        anyio.run(serve_stdio, mem)
+        anyio.run(serve_stdio, mem, subject)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -314,8 +326,17 @@ def token_issue(
     # The server would refuse a role's name as a subject (401): say so now instead.
     with memory() as mem:
         mem.refuse_role_name(subject)
+        named = subject == ME or mem.is_named_by_a_policy(subject)
     now = datetime.now(UTC).replace(microsecond=0)
     token = issue_token(settings(), subject, lifetime, now=now)
+    if not named:
+        # The token would work, but every call would answer "not found": say why now.
+        typer.echo(
+            f"warning: no policy names {subject!r}: it sees only what 'everyone' may; grant "
+            f'it rights with: embornal policy add "p, {subject}, path:/agents/{subject}/*, '
+            'write, allow" (and a read line)',
+            err=True,
+        )
     if as_json:
         emit_json({"token": token, "subject": subject, "expires_at": now + lifetime})
     else:

@@ -180,7 +180,9 @@ class McpEndpoint:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            _Route(MCP_PATH, self.asgi, include_in_schema=False),
+            # Stateless: no server-sent stream to hold open, so GET is 405 (the transport
+            # spec allows it) rather than a stream per request with no bound.
+            _Route(MCP_PATH, self.asgi, methods=["POST", "DELETE"], include_in_schema=False),
             # The root form, and the path-suffixed one RFC 9728 section 3.1 derives from /mcp.
             _Route(METADATA_PATH, self.metadata, methods=["GET"], include_in_schema=False),
             _Route(

@@ -77,6 +77,18 @@ def subject_use(conn: Connection, name: str) -> str | None:
     return f"it is a member of {named.v1!r}"
 
 
+def is_named_by_a_policy(conn: Connection, name: str) -> bool:
+    """True when a p or g line names `name` as its subject (the first field)."""
+    found = conn.execute(
+        select(casbin_rule.c.id)
+        .where(
+            casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g")
+        )
+        .limit(1)
+    )
+    return found.first() is not None
+
+
 def check_role_collision(conn: Connection, line: PolicyLine) -> None:
     """Refuse a `g, MEMBER, ROLE` line that would make a subject's name a role.
 

@@ -331,6 +331,11 @@ class Memory:
         with read_transaction(self.runtime.engine) as conn:
             policy_service.refuse_role_name(conn, name)
 
+    def is_named_by_a_policy(self, name: str) -> bool:
+        """Whether a p or g line gives `name` rights of its own (else only `everyone`'s)."""
+        with read_transaction(self.runtime.engine) as conn:
+            return policy_service.is_named_by_a_policy(conn, name)
+
     def require_admin(self, subject: str, message: str) -> None:
         """Forbidden unless the subject holds the admin role (for operators' routes)."""
         with self.transaction(subject) as (_conn, ctx):

@@ -106,3 +106,21 @@ def test_policy_add_refuses_a_colliding_g_line_in_one_line(settings: Settings) -
     assert result.returncode == 1
     assert result.stderr.startswith("error: 'default' is a subject")
     assert result.stderr.count("\n") == 1
+
+
+def test_token_issue_warns_when_no_policy_names_the_subject(
+    cli_env: Settings, client: TestClient
+) -> None:
+    """Issue 18: a token for a subject with no rights worked, and every call said
+    "not found"; the command now says so in one line, on stderr."""
+    lonely = CliRunner().invoke(cli.app, ["token", "issue", "--subject", "lonely"])
+    assert lonely.exit_code == 0
+    assert lonely.stdout.strip().count(".") == 2  # stdout is still the token alone
+    assert "warning: no policy names 'lonely'" in lonely.stderr
+    assert 'embornal policy add "p, lonely, path:' in lonely.stderr
+    added = CliRunner().invoke(
+        cli.app, ["policy", "add", "p, granted, path:/agents/granted/*, write, allow"]
+    )
+    assert added.exit_code == 0, added.output
+    granted = CliRunner().invoke(cli.app, ["token", "issue", "--subject", "granted"])
+    assert granted.exit_code == 0 and granted.stderr == ""

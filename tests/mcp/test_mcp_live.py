@@ -154,6 +154,37 @@ async def test_round_trip_over_stdio(tmp_path: Path) -> None:
     assert (home / "memory.db").exists()
 
 
+async def test_stdio_acts_as_the_subject_it_is_given(tmp_path: Path) -> None:
+    """Issue 18: `embornal mcp` was always `default`; EMBORNAL_SUBJECT (or --subject)
+    gives a desktop agent its own subject, and a role's name is refused at start."""
+    import subprocess
+
+    home = tmp_path / "home"
+    home.mkdir()
+    as_role = subprocess.run(
+        [sys.executable, "-m", "app.cli", "mcp", "--subject", "admin"],
+        env=cli_env(home, "none"),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert as_role.returncode != 0
+    assert "'admin' is a role name" in as_role.stderr and "Traceback" not in as_role.stderr
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "app.cli", "mcp"],
+        env=cli_env(home, "none", {"EMBORNAL_SUBJECT": "desk-agent"}),
+        cwd=str(ROOT),
+    )
+    with (tmp_path / "stderr.log").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            # desk-agent holds no policy: it may not write where default may.
+            denied = await refused(client, "store_fact", path="/notes", content="a note")
+            assert "desk-agent" in denied
+
+
 async def test_tokens_over_http(start_server: ops.StartServer) -> None:
     server = start_server("none")
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -316,3 +316,14 @@ async def test_an_unexpected_failure_says_nothing_of_itself(
     assert text == "The server failed to handle the request."
     # The operator's log has it, with its traceback; the caller has one generic line.
     assert "no such table" in caplog.text and "Traceback" in caplog.text
+
+
+async def test_get_holds_no_stream_open(mcp: Mcp) -> None:
+    """Issue 18: a stateless server needs no SSE stream; GET held one open, unbounded."""
+    async with mcp.http(mcp.auth("default")) as http:
+        response = await http.get("/mcp", headers={"Accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert "POST" in response.headers["allow"]
+    # The SDK client still works: it asks for the stream, takes the 405, and goes on.
+    async with mcp.connect("default") as client:
+        assert (await client.list_tools()).tools
