@@ -18,8 +18,8 @@ FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned i
 
 
 class ToolInput(BaseModel):
-    # Lax types on purpose: a model that sends "5" for a number still means 5.
-    model_config = ConfigDict(extra="forbid")
+    # Strict types, as REST: "1" or true for a fact id is a mistake to name, not to guess.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class StoreFactIn(ToolInput):

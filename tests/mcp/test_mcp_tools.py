@@ -327,3 +327,11 @@ async def test_get_holds_no_stream_open(mcp: Mcp) -> None:
     # The SDK client still works: it asks for the stream, takes the 405, and goes on.
     async with mcp.connect("default") as client:
         assert (await client.list_tools()).tools
+
+
+@pytest.mark.parametrize("fact_id", ["1", True, 1.5])
+async def test_tool_arguments_are_strictly_typed(mcp: Mcp, fact_id: Any) -> None:
+    """Issue 18: {"fact_id": "1"} and {"fact_id": true} both read fact 1."""
+    async with mcp.connect("default") as client:
+        text = await refused(client, "get_fact", fact_id=fact_id, peek=True)
+    assert "fact_id" in text
