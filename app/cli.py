@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from app import __version__
 from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
+from app.identifiers import for_display
 from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES
 from app.settings import Settings, load_settings
 
@@ -135,7 +136,7 @@ def show_fact(fact: Fact) -> None:
         f"#{fact.id} {fact.path}  strength {fact.strength:.2f}  "
         f"stability {fact.stability_days:.1f}d  recalls {fact.recall_count}{extra}"
     )
-    typer.echo(f"  {fact.content}")
+    typer.echo(f"  {for_display(fact.content)}")
     if tags:
         typer.echo(f"  [{tags}]")
 

@@ -28,3 +28,15 @@ def hidden_character(text: str) -> str | None:
         if unicodedata.category(char) in HIDDEN_CATEGORIES:
             return f"U+{ord(char):04X}"
     return None
+
+
+# Characters that reorder or rewrite what a terminal shows after them: the bidi
+# embeddings, overrides and isolates (U+202A-202E, U+2066-2069) and the C0/C1 controls
+# but tab and line feed (an escape sequence can clear a screen or retitle a window).
+_DISPLAY_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def for_display(text: str) -> str:
+    """Free text (fact content) as a terminal may show it: each character that could
+    reorder or rewrite what follows is shown as <U+XXXX>. The stored text is unchanged."""
+    return _DISPLAY_UNSAFE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)

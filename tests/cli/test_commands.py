@@ -129,3 +129,16 @@ def test_model_use_switches_to_the_offline_model(home: Path) -> None:
     found = cli("memory", "search", "kitten napping", "--mode", "semantic", "--json")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["fact"]["path"] == "/pets"
+
+
+def test_content_cannot_reorder_or_rewrite_the_terminal(home: Path) -> None:
+    """Issue 18: content is free text and stored as it comes, but a bidi override or an
+    escape sequence in it must not reorder or rewrite what the CLI prints after it."""
+    evil = "pay alice\u202e 01$ \x1b[2J done"
+    stored = run(home, "memory", "store", "/x", evil, "--json")
+    assert stored.returncode == 0, stored.stderr
+    fact = json.loads(stored.stdout)
+    assert fact["content"] == evil  # JSON carries it exactly, escaped by the encoder
+    shown = run(home, "memory", "get", str(fact["id"]), "--peek").stdout
+    assert "\u202e" not in shown and "\x1b" not in shown
+    assert "pay alice<U+202E> 01$ <U+001B>[2J done" in shown
