@@ -46,6 +46,14 @@ class InvalidInput(EmbornalError):
     title = "Invalid input"
 
 
+class BadRequest(EmbornalError):
+    """A request the server will not read at all (a Host it does not answer to)."""
+
+    status = 400
+    type = "/problems/bad-request"
+    title = "Bad request"
+
+
 class NotFound(EmbornalError):
     status = 404
     type = "/problems/not-found"

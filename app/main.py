@@ -111,7 +111,13 @@ def _mcp_endpoint(app: FastAPI, settings: Settings, registry: CollectorRegistry)
 
     server = build_server(memory, token_subject, metrics=ToolMetrics(registry))
     verifier = JwtVerifier(verify, admit=lambda subject: memory().whoami(subject))
-    return McpEndpoint(server, verifier, issuer=settings.auth.issuer)
+    return McpEndpoint(
+        server,
+        verifier,
+        issuer=settings.auth.issuer,
+        http=settings.http,
+        bind_host=settings.server.host,
+    )
 
 
 def _summaries_from_docstrings(router: APIRouter) -> None:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -168,8 +169,55 @@ class SearchSettings(_Section):
     min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+class HttpSettings(_Section):
+    # The URL clients reach the service at, e.g. behind a reverse proxy
+    # (https://memory.example.org): MCP's resource URLs are built from it, never from
+    # the request's Host header.
+    public_url: str | None = None
+    # Host names /mcp and its metadata answer to; others are a 400. None: the bind
+    # address, localhost, 127.0.0.1 and ::1; any name when public_url is set (the URLs
+    # come from it) or when bound to 0.0.0.0 or :: (no name to check: set public_url
+    # there). ["*"] accepts any.
+    allowed_hosts: list[str] | None = None
+    # Browser origins, besides the service's own, that may call /mcp.
+    cors_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("public_url must be an http:// or https:// URL with a host")
+        return value.rstrip("/")
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        for value in values:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
+                raise ValueError(f"{value!r} is not an origin (scheme://host[:port], no path)")
+        return [value.lower() for value in values]
+
+    def hosts_for(self, bind_host: str) -> frozenset[str] | None:
+        """The Host names to accept, lower case; None: any."""
+        if self.allowed_hosts is not None:
+            wanted = {host.lower() for host in self.allowed_hosts}
+            return None if "*" in wanted else frozenset(wanted)
+        if self.public_url is not None or bind_host in WILDCARD_HOSTS:
+            # The resource URL comes from public_url, not the Host; or there is no name.
+            return None
+        return frozenset({bind_host.lower(), "localhost", "127.0.0.1", "::1"})
+
+
 class Settings(_Section):
     server: ServerSettings = ServerSettings()
+    http: HttpSettings = HttpSettings()
     database: DatabaseSettings = DatabaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
@@ -197,7 +245,7 @@ class Settings(_Section):
         return self.auth.secret_file or (self.dirs.config_dir / "jwt-secret")
 
 
-SECTIONS = ("server", "database", "embedding", "auth", "limits", "search")
+SECTIONS = ("server", "http", "database", "embedding", "auth", "limits", "search")
 
 
 def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:

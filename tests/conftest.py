@@ -67,6 +67,8 @@ def postgres() -> Iterator[PostgresForTests]:
 def make_settings(home: Path, **sections: dict) -> Settings:
     embedding = {"model": "none", "width": TEST_WIDTH, "download": False}
     embedding.update(sections.pop("embedding", {}))
+    # The test client's Host is "testserver": allowed beside the default names.
+    sections.setdefault("http", {"allowed_hosts": ["testserver", "127.0.0.1", "localhost"]})
     return Settings(dirs=Dirs(home, home, home), embedding=embedding, **sections)
 
 

@@ -122,3 +122,24 @@ def test_an_unreachable_database_stops_start_up_in_one_line_without_the_password
         open_runtime(load_settings(dirs(tmp_path), env=env))
     message = caught.value.detail
     assert "127.0.0.1" in message and "sekrit" not in message and "\n" not in message
+
+
+def test_http_keys_are_checked_and_decide_the_hosts(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(
+        "http:\n  public_url: https://memory.example.org/\n  cors_origins: [https://app.example]\n"
+    )
+    s = load_settings(dirs(tmp_path), env={})
+    assert s.http.public_url == "https://memory.example.org"
+    assert s.http.hosts_for("127.0.0.1") is None  # URLs come from public_url
+    assert load_settings(dirs(tmp_path / "x"), env={}).http.hosts_for("127.0.0.1") == {
+        "127.0.0.1",
+        "localhost",
+        "::1",
+    }
+    for variable, value in (
+        ("EMBORNAL_HTTP__PUBLIC_URL", "ftp://x"),
+        ("EMBORNAL_HTTP__CORS_ORIGINS", '["https://app.example/path"]'),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            load_settings(dirs(tmp_path), env={variable: value})
+        assert variable in caught.value.detail

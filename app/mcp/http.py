@@ -4,9 +4,11 @@ From the SDK: the streamable HTTP transport (stateless, JSON responses: any
 replica can answer any request, so it works behind a load balancer), its bearer
 backend and auth context (`BearerAuthBackend` over a `TokenVerifier`, so that
 `get_access_token()` names the caller in a handler). Our own: the verifier behind
-that protocol is app.auth.tokens.TokenVerifier, the one the REST API uses; and the
-401 and the RFC 9728 metadata are built per request from the URL the client used,
-because the service does not know its public URL (it may sit behind a proxy).
+that protocol is app.auth.tokens.TokenVerifier, the one the REST API uses; the 401
+and the RFC 9728 metadata name `http.public_url` when it is set, else the URL the
+client used, and then only for a Host in `http.allowed_hosts` (a client must not
+choose the resource URL we hand out); and a browser Origin that is neither ours nor
+in `http.cors_origins` is refused (DNS rebinding: the transport spec asks it).
 
 The routes are plain Starlette routes, outside the OpenAPI document.
 """
@@ -32,7 +34,8 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
-from app.errors import Unauthorized
+from app.errors import BadRequest, EmbornalError, Forbidden, Unauthorized
+from app.settings import HttpSettings
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -76,15 +79,17 @@ class _RequireBearer:
     """401 problem with `WWW-Authenticate` (naming the resource metadata, as the MCP
     authorization spec asks) for a request the bearer backend did not authenticate."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Any]) -> None:
-        self.app = app
+    def __init__(
+        self, app: Callable[[Scope, Receive, Send], Any], base_url: Callable[[Request], str]
+    ) -> None:
+        self.app, self.base_url = app, base_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if isinstance(scope.get("user"), AuthenticatedUser):
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        challenge = f'Bearer resource_metadata="{_base_url(request)}{METADATA_PATH}"'
+        challenge = f'Bearer resource_metadata="{self.base_url(request)}{METADATA_PATH}"'
         if "authorization" in request.headers:
             # RFC 6750: an error code only when a token was sent; which check failed stays unsaid.
             challenge += ', error="invalid_token"'
@@ -104,10 +109,46 @@ class _RequireBearer:
         await response(scope, receive, send)
 
 
-def _base_url(request: Request) -> str:
-    # Scheme and host as the client addressed us (uvicorn applies X-Forwarded-* from
-    # trusted proxies), so the URLs we hand out are ones the client can reach.
-    return str(request.base_url).rstrip("/")
+def _problem(error: EmbornalError) -> JSONResponse:
+    body = {"type": error.type, "title": error.title, "status": error.status}
+    body["detail"] = error.detail
+    return JSONResponse(body, status_code=error.status, media_type="application/problem+json")
+
+
+def _origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class _Guard:
+    """Host and Origin checks before anything else of /mcp and its metadata."""
+
+    def __init__(self, http: HttpSettings, bind_host: str) -> None:
+        self.public_url = http.public_url
+        self.hosts = http.hosts_for(bind_host)
+        self.origins = frozenset(http.cors_origins)
+
+    def base_url(self, request: Request) -> str:
+        if self.public_url is not None:
+            return self.public_url
+        # Scheme and host as the client addressed us (uvicorn applies X-Forwarded-* from
+        # trusted proxies); the Host was checked against http.allowed_hosts.
+        return str(request.base_url).rstrip("/")
+
+    def refusal(self, request: Request, *, check_origin: bool) -> JSONResponse | None:
+        host = (request.url.hostname or "").lower()
+        if self.hosts is not None and host not in self.hosts:
+            return _problem(
+                BadRequest(f"host {host!r} is not one this server answers to (http.allowed_hosts)")
+            )
+        origin = request.headers.get("origin")
+        if check_origin and origin is not None:
+            own = _origin_of(self.base_url(request))
+            if origin.lower() != own and origin.lower() not in self.origins:
+                return _problem(
+                    Forbidden(f"origin {origin!r} may not call /mcp (http.cors_origins)")
+                )
+        return None
 
 
 def _issuer_url(issuer: str | None) -> str | None:
@@ -129,12 +170,35 @@ class _Route(Route):
         return match, child
 
 
+class _Guarded:
+    """An ASGI app (a plain function would be taken for a request handler by Starlette):
+    the guard's refusal, else the app."""
+
+    def __init__(self, guard: _Guard, app: Callable[[Scope, Receive, Send], Any]) -> None:
+        self.guard, self.app = guard, app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = self.guard.refusal(Request(scope), check_origin=True)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class McpEndpoint:
     """The /mcp endpoint: bearer check, then the SDK's transport; started by the app's lifespan."""
 
-    def __init__(self, server: Server[Any], verifier: JwtVerifier, issuer: str | None) -> None:
+    def __init__(
+        self,
+        server: Server[Any],
+        verifier: JwtVerifier,
+        issuer: str | None,
+        http: HttpSettings | None = None,
+        bind_host: str = "127.0.0.1",
+    ) -> None:
         self.server = server
         self.issuer = _issuer_url(issuer)
+        self.guard = _Guard(http or HttpSettings(), bind_host)
         self._manager: StreamableHTTPSessionManager | None = None
 
         async def transport(scope: Scope, receive: Receive, send: Send) -> None:
@@ -143,10 +207,12 @@ class McpEndpoint:
                 return
             await self._manager.handle_request(scope, receive, send)
 
-        self.asgi = AuthenticationMiddleware(
-            AuthContextMiddleware(_RequireBearer(transport)),
+        authenticated = AuthenticationMiddleware(
+            AuthContextMiddleware(_RequireBearer(transport, self.guard.base_url)),
             backend=BearerAuthBackend(verifier),
         )
+
+        self.asgi = _Guarded(self.guard, authenticated)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -169,8 +235,11 @@ class McpEndpoint:
 
     async def metadata(self, request: Request) -> Response:
         """RFC 9728 protected-resource metadata: what this resource is and who issues its tokens."""
+        refused = self.guard.refusal(request, check_origin=False)
+        if refused is not None:
+            return refused
         document: dict[str, Any] = {
-            "resource": _base_url(request) + MCP_PATH,
+            "resource": self.guard.base_url(request) + MCP_PATH,
             "bearer_methods_supported": ["header"],
             "resource_name": "embornal",
         }

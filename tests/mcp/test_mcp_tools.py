@@ -289,7 +289,11 @@ async def test_metadata_names_the_configured_issuer(
     import httpx2
 
     shutil.copy(migrated_template, tmp_path / "memory.db")
-    settings = make_settings(tmp_path, auth={"issuer": "https://id.example.org/realms/home"})
+    settings = make_settings(
+        tmp_path,
+        auth={"issuer": "https://id.example.org/realms/home"},
+        http={"public_url": "https://memory.example.org"},
+    )
     app: FastAPI = create_app(settings)
     async with httpx2.AsyncClient(
         transport=httpx2.ASGITransport(app=app), base_url="https://memory.example.org"
@@ -335,3 +339,72 @@ async def test_tool_arguments_are_strictly_typed(mcp: Mcp, fact_id: Any) -> None
     async with mcp.connect("default") as client:
         text = await refused(client, "get_fact", fact_id=fact_id, peek=True)
     assert "fact_id" in text
+
+
+async def test_resource_urls_never_come_from_a_host_the_client_chose(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Issue 18: `Host: evil.example` gave `"resource": "http://evil.example/mcp"`."""
+    import shutil
+
+    import httpx2
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    shutil.copy(migrated_template, tmp_path / "memory.db")
+    for http_settings, evil_status in (({}, 400), ({"public_url": "https://mem.example"}, 200)):
+        settings = make_settings(tmp_path, http=http_settings)
+        app: FastAPI = create_app(settings)
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://evil.example") as http:
+            metadata = await http.get("/.well-known/oauth-protected-resource")
+            challenge = await http.post("/mcp", json=body)
+        if evil_status == 400:
+            assert metadata.status_code == 400 and challenge.status_code == 400
+            assert "http.allowed_hosts" in metadata.json()["detail"]
+            assert metadata.headers["content-type"] == "application/problem+json"
+        else:
+            # public_url set (behind a proxy): it alone names the resource.
+            assert metadata.json()["resource"] == "https://mem.example/mcp"
+            assert (
+                'resource_metadata="https://mem.example/' in challenge.headers["www-authenticate"]
+            )
+        async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
+            fine = await http.get("/.well-known/oauth-protected-resource")
+        assert fine.status_code == 200
+
+
+async def test_a_browser_origin_must_be_ours_or_listed(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Issue 18: POST /mcp took any Origin; the transport spec asks servers to check it."""
+    import datetime as dt
+    import shutil
+
+    import httpx2
+
+    from app.auth.tokens import issue_token
+
+    shutil.copy(migrated_template, tmp_path / "memory.db")
+    settings = make_settings(
+        tmp_path, http={"allowed_hosts": ["localhost"], "cors_origins": ["https://app.example"]}
+    )
+    app: FastAPI = create_app(settings)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {
+        "Authorization": f"Bearer {issue_token(settings, 'default', dt.timedelta(hours=1))}",
+        "Accept": "application/json, text/event-stream",
+    }
+    async with (
+        app.router.lifespan_context(app),
+        httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app), base_url="http://localhost", headers=headers
+        ) as http,
+    ):
+        evil = await http.post("/mcp", json=body, headers={"Origin": "https://evil.example"})
+        listed = await http.post("/mcp", json=body, headers={"Origin": "https://app.example"})
+        own = await http.post("/mcp", json=body, headers={"Origin": "http://localhost"})
+        none = await http.post("/mcp", json=body)
+    assert evil.status_code == 403 and "http.cors_origins" in evil.json()["detail"]
+    for response in (listed, own, none):
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["tools"]
