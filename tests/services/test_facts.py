@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, insert, select, text
 
 from app.db.dialects import backend
 from app.db.engine import write_transaction
-from app.db.tables import fact_tags, facts, facts_vec, paths
+from app.db.tables import fact_tags, facts, facts_vec, path_tags, paths
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services import facts as fact_service
 from app.services import paths as path_service
@@ -103,8 +103,13 @@ def test_tags_inherit_nearest_wins_and_the_fact_beats_them(actor) -> None:
 
 def test_a_path_tag_owner_never_reaches_a_fact(actor) -> None:
     me = actor()
-    with me.tx() as (conn, ctx):
+    # Refused where it would be set (issue 18) ...
+    with me.tx() as (conn, ctx), pytest.raises(InvalidInput):
         path_service.set_path_tags(conn, ctx, "/shared", {"owner": "mallory"})
+    # ... and one an older memory holds never reaches a fact.
+    with me.tx() as (conn, ctx):
+        node = path_service.ensure_path(conn, "/shared", 0.0)
+        conn.execute(insert(path_tags).values(path_id=node, key="owner", value="mallory"))
         fact = fact_service.store_fact(conn, ctx, NewFact("/shared/x", "x"))
         view = conn.execute(
             text("SELECT value FROM effective_fact_tags WHERE fact_id = :id AND key = 'owner'"),
