@@ -93,23 +93,13 @@ class _RequireBearer:
         if "authorization" in request.headers:
             # RFC 6750: an error code only when a token was sent; which check failed stays unsaid.
             challenge += ', error="invalid_token"'
-        # The problem REST gives for the same refusal (app.api.problems, a sibling front end).
-        problem = {
-            "type": Unauthorized.type,
-            "title": Unauthorized.title,
-            "status": 401,
-            "detail": UNAUTHORIZED_MESSAGE,
-        }
-        response = JSONResponse(
-            problem,
-            status_code=401,
-            headers={"WWW-Authenticate": challenge},
-            media_type="application/problem+json",
-        )
+        response = _problem(Unauthorized(UNAUTHORIZED_MESSAGE))
+        response.headers["WWW-Authenticate"] = challenge
         await response(scope, receive, send)
 
 
 def _problem(error: EmbornalError) -> JSONResponse:
+    """The problem REST gives for `error` (app.api.problems is a sibling front end)."""
     body = {"type": error.type, "title": error.title, "status": error.status}
     body["detail"] = error.detail
     return JSONResponse(body, status_code=error.status, media_type="application/problem+json")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, insert, or_, select
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Row, and_, delete, insert, or_, select
 
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.db.tables import casbin_rule, facts
@@ -63,13 +65,7 @@ def subject_use(conn: Connection, name: str) -> str | None:
         return "the command line acts as it"
     if conn.execute(select(facts.c.id).where(facts.c.owner == name).limit(1)).first():
         return "it owns facts"
-    named = conn.execute(
-        select(casbin_rule.c.ptype, casbin_rule.c.v1)
-        .where(
-            casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g")
-        )
-        .limit(1)
-    ).first()
+    named = _first_line_naming(conn, name)
     if named is None:
         return None
     if named.ptype == "p":
@@ -77,16 +73,20 @@ def subject_use(conn: Connection, name: str) -> str | None:
     return f"it is a member of {named.v1!r}"
 
 
-def is_named_by_a_policy(conn: Connection, name: str) -> bool:
-    """True when a p or g line names `name` as its subject (the first field)."""
-    found = conn.execute(
-        select(casbin_rule.c.id)
+def _first_line_naming(conn: Connection, name: str) -> Row[Any, Any] | None:
+    """A p or g line whose first field is `name` (its ptype and v1), or None."""
+    return conn.execute(
+        select(casbin_rule.c.ptype, casbin_rule.c.v1)
         .where(
             casbin_rule.c.v0 == name, or_(casbin_rule.c.ptype == "p", casbin_rule.c.ptype == "g")
         )
         .limit(1)
-    )
-    return found.first() is not None
+    ).first()
+
+
+def is_named_by_a_policy(conn: Connection, name: str) -> bool:
+    """True when a p or g line names `name` as its subject (the first field)."""
+    return _first_line_naming(conn, name) is not None
 
 
 def check_role_collision(conn: Connection, line: PolicyLine) -> None:
