@@ -44,6 +44,11 @@ from app.db.tables import meta
 from app.errors import Unauthorized
 
 log = logging.getLogger(__name__)
+# Casbin's enforce() runs ast.parse on its matcher at every call, and CPython 3.11's AST
+# state is shared between threads: concurrent parses from the request threads raised
+# "SystemError: AST constructor recursion depth mismatch" (a 500 in the replica test
+# under 16 writers). Decisions take microseconds; one at a time costs nothing visible.
+_ENFORCE_LOCK = threading.Lock()
 # Casbin logs policy lines and decisions at INFO and WARNING; configure_logging shows
 # them at the debug log level only. Library use (tests, scripts) gets the same default.
 _casbin_log = logging.getLogger("casbin")
@@ -192,7 +197,8 @@ class Access:
         return clause
 
     def can(self, action: str, resource: Resource) -> bool:
-        return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
+        with _ENFORCE_LOCK:
+            return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
 
 
 def _as_text(
