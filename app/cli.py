@@ -113,6 +113,17 @@ def memory(
 
 ME = LOCAL_SUBJECT
 T = TypeVar("T", bound=str)
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help=(
+            "Answer as the memory stood at this RFC 3339 time with a timezone "
+            "(e.g. 2026-12-01T09:30:00Z); never a recall. Strength, recalls, path "
+            "tags and access rules are today's."
+        ),
+    ),
+]
 
 
 def emit_json(data: Any) -> None:
@@ -376,11 +387,12 @@ def memory_get(
     fact_id: Annotated[int, typer.Argument(help="Fact id")],
     peek: Annotated[bool, typer.Option(help="Read without counting a recall")] = False,
     include_deleted: Annotated[bool, typer.Option(help="Show a deleted fact too")] = False,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Read one fact by id (a recall, unless --peek)."""
+    """Read one fact by id (a recall, unless --peek or --as-of)."""
     with memory() as mem:
-        fact = mem.get(ME, fact_id, peek=peek, include_deleted=include_deleted)
+        fact = mem.get(ME, fact_id, peek=peek, include_deleted=include_deleted, as_of=as_of)
     emit_json(fact) if as_json else show_fact(fact)
 
 
@@ -397,12 +409,14 @@ def memory_show(
     path: Annotated[str, typer.Argument(help="A path; / is the root")] = "/",
     sort: Annotated[str, typer.Option(help="created or strength")] = "created",
     limit: Annotated[int, typer.Option(help="At most this many facts (1-100)")] = 50,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Browse a path: its tags, children and facts (not a recall)."""
+    """Browse a path: its tags, children and facts (not a recall). With --as-of, the
+    facts at the node then; its tags, children and counts are today's."""
     order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
-        node = mem.browse(ME, path, sort=order, limit=limit)
+        node = mem.browse(ME, path, sort=order, limit=limit, as_of=as_of)
     if as_json:
         emit_json(node)
         return
@@ -415,12 +429,21 @@ def memory_show(
 
 
 @memory_app.command("history")
-def memory_history(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
-    """The supersede chain of a fact, oldest first."""
+def memory_history(
+    fact_id: Annotated[int, typer.Argument()], as_of: AsOfOpt = None, as_json: JsonOpt = False
+) -> None:
+    """The supersede chain of a fact, oldest first (with --as-of, as it stood then)."""
+    from app.usecases.memory import moment_of
+
     with memory() as mem:
-        chain = mem.history(ME, fact_id)
+        chain = mem.history(ME, fact_id, as_of=as_of)
     if as_json:
-        emit_json({"facts": chain})
+        from app.schemas.facts import FactsOut
+
+        out = FactsOut.model_validate(
+            {"facts": chain, "as_of": moment_of(as_of)}, from_attributes=True
+        )
+        emit_json(out.model_dump(mode="json"))
         return
     for fact in chain:
         show_fact(fact)
@@ -462,9 +485,10 @@ def memory_search(
     min_strength: Annotated[float | None, typer.Option(help="Only facts this strong (0-1)")] = None,
     limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
     peek: Annotated[bool, typer.Option(help="Do not count the results as recalls")] = False,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search facts by keyword, by meaning, or both."""
+    """Search facts by keyword, by meaning, or both (with --as-of, as the memory stood then)."""
     from app.usecases.memory import SearchRequest
 
     request = SearchRequest(
@@ -475,6 +499,7 @@ def memory_search(
         min_strength=min_strength,
         limit=limit,
         peek=peek,
+        as_of=as_of,
     )
     with memory(load_model=mode != "keyword") as mem:
         found = mem.search(ME, request)

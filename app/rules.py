@@ -38,3 +38,17 @@ ListSort = Literal["created", "strength"]
 LIST_SORTS: tuple[ListSort, ...] = get_args(ListSort)
 SearchSort = Literal["relevance", "strength"]
 SEARCH_SORTS: tuple[SearchSort, ...] = get_args(SearchSort)
+
+# --- memory over time ----------------------------------------------------------
+# What an `as_of` read shows as it is today, not as it was: the schema records when
+# each fact was created, deleted and superseded, but no history of recalls, of path
+# tags or of policies. Named in every `as_of` answer and in the README.
+AS_OF_TODAY: tuple[str, ...] = (
+    "strength",
+    "recall_count",
+    "last_recall_at",
+    "stability_days",
+    "effective_tags (path tags have no history)",
+    "links",
+    "access rules",
+)

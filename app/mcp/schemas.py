@@ -9,12 +9,30 @@ whichever front end handed it out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode
 from app.schemas.facts import MAX_PATH_CHARS
+from app.schemas.search import MAX_AS_OF_CHARS
 
 FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
+
+
+def as_of_field() -> Any:
+    return Field(
+        default=None,
+        max_length=MAX_AS_OF_CHARS,
+        description=(
+            "Answer as the memory stood at this moment, an RFC 3339 time with a timezone "
+            "(e.g. 2026-12-01T09:30:00Z): what it believed then, to see why you acted as "
+            "you did. Facts stored later do not exist; facts superseded or deleted later "
+            "are still current. Never a recall. Strength, path tags and access rules are "
+            "today's."
+        ),
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 class ToolInput(BaseModel):
@@ -79,16 +97,23 @@ class SearchIn(ToolInput):
         default=False,
         description="Read without counting a recall (recalls keep useful facts strong)",
     )
+    as_of: str | None = as_of_field()
 
 
 class GetFactIn(ToolInput):
     fact_id: int = FactId
     peek: bool = Field(default=False, description="Read without counting a recall")
     include_deleted: bool = Field(default=False, description="Show the fact even if deleted")
+    as_of: str | None = as_of_field()
 
 
 class FactIdIn(ToolInput):
     fact_id: int = FactId
+
+
+class HistoryIn(ToolInput):
+    fact_id: int = FactId
+    as_of: str | None = as_of_field()
 
 
 class BrowseIn(ToolInput):
@@ -116,6 +141,7 @@ class ListIn(ToolInput):
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )
+    as_of: str | None = as_of_field()
 
 
 class TagPathIn(ToolInput):

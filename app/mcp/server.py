@@ -38,7 +38,7 @@ from app.schemas.facts import Fact, FactList, FactsOut
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut, PathWithFacts
 from app.schemas.search import SearchOut
-from app.usecases.memory import Memory, NewFact, SearchRequest
+from app.usecases.memory import Memory, NewFact, SearchRequest, moment_of
 
 log = logging.getLogger("embornal.mcp")
 
@@ -111,16 +111,19 @@ def _search(memory: Memory, subject: str, a: s.SearchIn) -> Any:
         min_strength=a.min_strength,
         limit=a.limit,
         peek=a.peek,
+        as_of=a.as_of,
     )
     return memory.search(subject, request)
 
 
 def _get(memory: Memory, subject: str, a: s.GetFactIn) -> Any:
-    return memory.get(subject, a.fact_id, peek=a.peek, include_deleted=a.include_deleted)
+    return memory.get(
+        subject, a.fact_id, peek=a.peek, include_deleted=a.include_deleted, as_of=a.as_of
+    )
 
 
-def _history(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
-    return {"facts": memory.history(subject, a.fact_id)}
+def _history(memory: Memory, subject: str, a: s.HistoryIn) -> Any:
+    return {"facts": memory.history(subject, a.fact_id, as_of=a.as_of), "as_of": moment_of(a.as_of)}
 
 
 def _delete(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
@@ -135,7 +138,13 @@ def _browse(memory: Memory, subject: str, a: s.BrowseIn) -> Any:
 def _list(memory: Memory, subject: str, a: s.ListIn) -> Any:
     tags = [f"{key}={value}" for key, value in a.tags.items()]
     return memory.list_facts(
-        subject, under=a.under, tags=tags, sort=a.sort, limit=a.limit, cursor=a.cursor
+        subject,
+        under=a.under,
+        tags=tags,
+        sort=a.sort,
+        limit=a.limit,
+        cursor=a.cursor,
+        as_of=a.as_of,
     )
 
 
@@ -165,7 +174,8 @@ TOOLS: dict[str, ToolSpec] = {
             "Search facts",
             "Find facts by keyword, by meaning, or both, best first, each with its score and "
             "strength. Superseded and deleted facts are left out. Each result counts as a "
-            "recall unless peek is true.",
+            "recall unless peek is true. With as_of, search what the memory believed at "
+            "that moment (never a recall).",
             s.SearchIn,
             SearchOut,
             _search,
@@ -183,8 +193,9 @@ TOOLS: dict[str, ToolSpec] = {
             "fact_history",
             "History of a fact",
             "The chain of versions a fact belongs to (each superseding the one before), "
-            "oldest first: what the memory believed, and when it changed.",
-            s.FactIdIn,
+            "oldest first: what the memory believed, and when it changed. With as_of, the "
+            "chain as it stood at that moment.",
+            s.HistoryIn,
             FactsOut,
             _history,
             read_only=True,

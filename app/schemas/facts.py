@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.rules import MAX_ID
-from app.schemas.common import RequestModel, UtcTime
+from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
+
+AsOfNote = Annotated[
+    AsOf | None,
+    BeforeValidator(as_of_note),
+    Field(description="Set when the answer is `as_of` a moment: which, and what is today's"),
+]
 
 # Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
 MAX_PATH_CHARS = 4096
@@ -69,9 +77,11 @@ class Fact(BaseModel):
 class FactList(BaseModel):
     facts: list[Fact]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end")
+    as_of: AsOfNote = None
 
 
 class FactsOut(BaseModel):
     """Facts in a given order: a batch as stored, or a supersede chain oldest first."""
 
     facts: list[Fact]
+    as_of: AsOfNote = None

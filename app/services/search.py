@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -101,20 +102,22 @@ class Scope:
     under: str | None = None
     tags: tuple[str, ...] = ()
     min_strength: float | None = None
+    # Current at this moment (UNIX seconds) rather than now: see visibility.current_only.
+    as_of: float | None = None
 
     @property
     def _holds_time(self) -> bool:
-        """A minimum strength is a test against the time now: no statement to keep."""
-        return self.min_strength is not None and self.min_strength > 0
+        """A minimum strength is a test against the time now, and `as_of` holds a
+        moment too: no statement to keep."""
+        return (self.min_strength is not None and self.min_strength > 0) or (self.as_of is not None)
 
     def clauses(self) -> list[Any]:
-        clauses = [visible_current(self.ctx), *fact_service.tag_filters(self.tags)]
+        clauses = [visible_current(self.ctx, self.as_of), *fact_service.tag_filters(self.tags)]
         scope = fact_service.subtree_filter(self.under)
         if scope is not None:
             clauses.append(scope)
-        if self._holds_time:
+        if self.min_strength is not None and self.min_strength > 0:
             # strength >= m  <=>  elapsed/stability <= -ln(m)
-            assert self.min_strength is not None
             clauses.append(decay_sql(self.ctx.clock()) <= -math.log(self.min_strength))
         return clauses
 
@@ -326,6 +329,9 @@ class Query:
     min_cosine: float = -1.0
     # The time span the question names ("last week"), which boosts facts created in it.
     window: Window | None = None
+    # Search the memory as it stood at this moment (UNIX seconds, checked by
+    # facts.moment); never a recall.
+    as_of: float | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +340,7 @@ class Ranking:
     order: list[tuple[int, float]]  # (fact id, the score it was ranked by), best first
     scores: dict[int, dict[str, Any]]  # the page's facts only
     sort: SearchSort = "relevance"
+    as_of: float | None = None
 
 
 def prepare(
@@ -350,6 +357,7 @@ def prepare(
     cache: QueryCache | None = None,
     min_cosine: float = -1.0,
     now: float | None = None,
+    as_of: float | None = None,
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
     transaction opens, so a search never holds the database while the model runs.
@@ -379,7 +387,17 @@ def prepare(
             vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
     span = timewords.window(q, now) if now is not None and mode != "keyword" else None
     return Query(
-        q, mode, limit, vector, under, tuple(tags or ()), min_strength, sort, min_cosine, span
+        q,
+        mode,
+        limit,
+        vector,
+        under,
+        tuple(tags or ()),
+        min_strength,
+        sort,
+        min_cosine,
+        span,
+        as_of,
     )
 
 
@@ -507,7 +525,7 @@ def rank(
     Each half runs once; scores are made for the page alone. Semantic candidates
     under the query's cosine floor are no match, in semantic and hybrid alike.
     """
-    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     limit = query.limit
     scores: dict[int, dict[str, Any]] = {}
     if query.mode == "keyword":
@@ -517,7 +535,7 @@ def rank(
             score = keyword_score(position)
             order.append((hit.fact_id, score))
             scores[hit.fact_id] = {"keyword": score, "all_words": hit.all_words}
-        return Ranking(query.mode, order, scores, query.sort)
+        return Ranking(query.mode, order, scores, query.sort, query.as_of)
     assert query.vector is not None
     depth = limit if query.mode == "semantic" else max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
     vectors = backend(conn).vectors
@@ -528,7 +546,8 @@ def rank(
     semantic = [(fid, d) for fid, d in semantic if 1.0 - d >= query.min_cosine]
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
-        return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
+        cosines = {fid: {"cosine": c} for fid, c in order}
+        return Ranking(query.mode, order, cosines, query.sort, query.as_of)
     keyword = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
     wanted, held = held_words(conn, query.q, [hit.fact_id for hit in keyword])
     shares = rarity_shares(wanted, held)
@@ -550,7 +569,7 @@ def rank(
         scores[fid]["rrf"] = value
         if fid in in_window:
             scores[fid]["in_window"] = True
-    return Ranking(query.mode, order, scores, query.sort)
+    return Ranking(query.mode, order, scores, query.sort, query.as_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,18 +583,22 @@ class SearchResult:
 class SearchPage:
     mode: Mode
     results: list[SearchResult]
+    as_of: datetime | None = None  # the moment searched, when not now
 
 
 def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> SearchPage:
-    """Hand the results to the reader: each one a recall unless `peek`.
+    """Hand the results to the reader: each one a recall unless `peek` (or `as_of`:
+    a search of the past is never a recall).
 
     The ids are checked again here: ranking may have run in an earlier
     transaction, and a fact deleted or hidden since must not be handed out.
     """
     wanted = [fid for fid, _ in ranking.order]
-    if peek:
-        still = _visible(conn, Scope(ctx), wanted)
-        handed = fact_service.hydrate(conn, ctx, [fid for fid in wanted if fid in still])
+    as_of = ranking.as_of
+    if peek or as_of is not None:
+        still = _visible(conn, Scope(ctx, as_of=as_of), wanted)
+        kept = [fid for fid in wanted if fid in still]
+        handed = fact_service.hydrate(conn, ctx, kept, as_of=as_of)
     else:
         handed = fact_service.recall_visible(conn, ctx, wanted)
     hydrated = {fact.id: fact for fact in handed}
@@ -586,4 +609,4 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     ]
     if ranking.sort == "strength":
         results.sort(key=lambda r: (-r.fact.strength, r.fact.id))
-    return SearchPage(ranking.mode, results)
+    return SearchPage(ranking.mode, results, fact_service.shown_moment(as_of))

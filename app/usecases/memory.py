@@ -21,7 +21,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,6 +49,7 @@ from app.services.embedding import ProgressCallback, embed_for_store
 from app.services.facts import CheckedFact, Fact, FactPage, NewFact
 from app.services.paths import Child, Node
 from app.services.search import SearchPage
+from app.services.validation import parse_moment
 from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
@@ -66,6 +68,8 @@ class SearchRequest:
     limit: int = 10
     sort: SearchSort = "relevance"
     peek: bool = False
+    # RFC 3339 with an offset: search the memory as it stood then (never a recall).
+    as_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +182,26 @@ class Memory:
             )
 
     def get(
-        self, subject: str, fact_id: int, *, peek: bool = False, include_deleted: bool = False
+        self,
+        subject: str,
+        fact_id: int,
+        *,
+        peek: bool = False,
+        include_deleted: bool = False,
+        as_of: str | None = None,
     ) -> Fact:
-        """Hand one fact to its reader: a recall unless `peek` (which writes nothing)."""
-        with self.transaction(subject, write=not peek) as (conn, ctx):
+        """Hand one fact to its reader: a recall unless `peek` or `as_of` (the fact as it
+        stood at that moment), which write nothing."""
+        if as_of is not None:
+            parse_moment(as_of)
+        with self.transaction(subject, write=not peek and as_of is None) as (conn, ctx):
             return fact_service.get_fact(
-                conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
+                conn,
+                ctx,
+                fact_id,
+                peek=peek,
+                include_deleted=include_deleted,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
 
     def recall(self, subject: str, fact_id: int) -> Fact:
@@ -191,10 +209,13 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.recall_fact(conn, ctx, fact_id)
 
-    def history(self, subject: str, fact_id: int) -> list[Fact]:
-        """The supersede chain through a fact, oldest first (what the subject may read)."""
+    def history(self, subject: str, fact_id: int, *, as_of: str | None = None) -> list[Fact]:
+        """The supersede chain through a fact, oldest first (what the subject may read);
+        with `as_of`, as it stood at that moment."""
         with self.transaction(subject) as (conn, ctx):
-            return fact_service.history(conn, ctx, fact_id)
+            return fact_service.history(
+                conn, ctx, fact_id, as_of=fact_service.moment(conn, ctx, as_of)
+            )
 
     def delete(self, subject: str, fact_id: int) -> None:
         with self.transaction(subject, write=True) as (conn, ctx):
@@ -210,11 +231,21 @@ class Memory:
         sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
+        as_of: str | None = None,
     ) -> FactPage:
-        """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`)."""
+        """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`);
+        with `as_of` (RFC 3339), those current at that moment."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.list_facts(
-                conn, ctx, under=under, at=at, tags=tags, sort=sort, limit=limit, cursor=cursor
+                conn,
+                ctx,
+                under=under,
+                at=at,
+                tags=tags,
+                sort=sort,
+                limit=limit,
+                cursor=cursor,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
 
     # --- the tree --------------------------------------------------------------
@@ -232,13 +263,21 @@ class Memory:
         sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
+        as_of: str | None = None,
     ) -> Browse:
         """A node with the facts that sit at it (not below), in one snapshot; `cursor`
-        (a previous page's `next_cursor`) pages through those facts."""
+        (a previous page's `next_cursor`) pages through those facts. With `as_of`, the
+        facts at the node then (the node's tags, children and counts are today's)."""
         with self.transaction(subject) as (conn, ctx):
             node = path_service.describe_path(conn, ctx, path)
             page = fact_service.list_facts(
-                conn, ctx, at=node.path, sort=sort, limit=limit, cursor=cursor
+                conn,
+                ctx,
+                at=node.path,
+                sort=sort,
+                limit=limit,
+                cursor=cursor,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
         return Browse(
             **{f.name: getattr(node, f.name) for f in fields(Node)},
@@ -273,9 +312,12 @@ class Memory:
         """Search: check and embed first (no transaction), rank in a read snapshot,
         then hand out the page, counting a recall of each result unless `peek`.
 
-        The write lock is taken only for the recalls; a peek takes none.
+        The write lock is taken only for the recalls; a peek takes none, nor does a
+        search `as_of` a moment (the memory as it stood then; never a recall).
         """
         rt = self.runtime
+        if request.as_of is not None:
+            parse_moment(request.as_of)  # a bad moment costs no model time
         # The model loaded here, embedding before any transaction; whether another
         # process switched the memory to another model since is asked in the ranking's
         # snapshot (one read there, not a transaction of its own). A keyword search
@@ -285,13 +327,15 @@ class Memory:
         embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
         query = self._prepare_search(request, embedder)
         with self.transaction(subject) as (conn, ctx):
+            query = replace(query, as_of=fact_service.moment(conn, ctx, request.as_of))
             switched = uses_model and not rt.model_is_current(conn)
             ranking = None if switched else search_service.rank(conn, ctx, query, rt.vector_index)
         if ranking is None:
-            query = self._prepare_search(request, self._model())
+            query = replace(self._prepare_search(request, self._model()), as_of=query.as_of)
             with self.transaction(subject) as (conn, ctx):
                 ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-        with self.transaction(subject, write=not request.peek) as (conn, ctx):
+        recalls = not request.peek and request.as_of is None
+        with self.transaction(subject, write=recalls) as (conn, ctx):
             return search_service.deliver(conn, ctx, ranking, peek=request.peek)
 
     def _prepare_search(
@@ -523,6 +567,12 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
         engine.dispose()
 
 
+def moment_of(as_of: str | None) -> datetime | None:
+    """An `as_of` argument as the moment it names, in UTC (InvalidInput if it names none):
+    for a front end that echoes the moment it answered for."""
+    return parse_moment(as_of) if as_of is not None else None
+
+
 def check_facts(items: Sequence[NewFact], limits: LimitsSettings) -> list[CheckedFact]:
     """Fold and check facts without opening anything: a front end calls it before it
     opens the memory, so that bad input creates no file and loads no model."""
@@ -565,5 +615,6 @@ __all__ = [
     "SearchPage",
     "SearchRequest",
     "check_facts",
+    "moment_of",
     "open_memory",
 ]

@@ -310,7 +310,7 @@ async def test_metadata_names_the_configured_issuer(
 async def test_an_unexpected_failure_says_nothing_of_itself(
     mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: Any, subject: str, fact_id: int) -> None:
+    def broken(self: Any, subject: str, fact_id: int, **_options: Any) -> None:
         raise RuntimeError("no such table: /srv/secret/memory.db")
 
     monkeypatch.setattr("app.usecases.memory.Memory.history", broken)
