@@ -38,6 +38,10 @@ ListSort = Literal["created", "strength"]
 LIST_SORTS: tuple[ListSort, ...] = get_args(ListSort)
 SearchSort = Literal["relevance", "strength"]
 SEARCH_SORTS: tuple[SearchSort, ...] = get_args(SearchSort)
+# What a store does when an existing fact the writer can read is `similar`: store it
+# anyway and say so, or refuse (409) and write nothing.
+OnDuplicate = Literal["allow", "refuse"]
+MAX_SIMILAR = 3
 
 # --- memory over time ----------------------------------------------------------
 # What an `as_of` read shows as it is today, not as it was: the schema records when

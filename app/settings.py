@@ -167,6 +167,10 @@ class SearchSettings(_Section):
     # hybrid search, so a query that matches nothing returns an empty page (and no
     # recall). None: the loaded model's calibrated floor (app.embeddings.catalog).
     min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # A store names the facts (up to 3, that the writer can read) at least this near by
+    # cosine as `similar`: the same statement again, to supersede rather than repeat.
+    # None: the loaded model's measured cut (app.embeddings.catalog; 0.63 for minilm-l6).
+    similar_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})

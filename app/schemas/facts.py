@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.rules import MAX_ID
+from app.rules import MAX_ID, OnDuplicate
 from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
 
 AsOfNote = Annotated[
@@ -39,8 +39,22 @@ class FactIn(RequestModel):
     )
 
 
+ON_DUPLICATE = (
+    "What to do when a fact you can read is `similar` (cosine at least "
+    "search.similar_threshold): `allow` stores and lists it in `similar`; `refuse` is a "
+    "409 naming it, and nothing is written"
+)
+
+
+class StoreIn(FactIn):
+    on_duplicate: OnDuplicate = Field(default="allow", description=ON_DUPLICATE)
+
+
 class BatchIn(RequestModel):
     facts: list[FactIn] = Field(min_length=1, description="Stored all or nothing")
+    on_duplicate: OnDuplicate = Field(
+        default="allow", description=ON_DUPLICATE + " (for any fact of the batch)"
+    )
 
 
 class Link(BaseModel):
@@ -85,3 +99,34 @@ class FactsOut(BaseModel):
 
     facts: list[Fact]
     as_of: AsOfNote = None
+
+
+class Similar(BaseModel):
+    """An existing fact near a stored one, that its writer may read."""
+
+    id: int
+    path: str
+    cosine: float = Field(description="Cosine similarity of the two facts' embeddings")
+
+
+class StoredFact(Fact):
+    similar: list[Similar] = Field(
+        description=(
+            "Up to 3 current facts you can read that say nearly the same (cosine at least "
+            "search.similar_threshold), nearest first, not counting the fact this one "
+            "supersedes nor the rest of its batch. When one states the same thing, "
+            "supersede it (supersedes_id) rather than keep both"
+        )
+    )
+    similar_checked: bool = Field(
+        description=(
+            "False when no similar facts were looked for: the fact has no embedding yet "
+            "(no model loaded, or it failed), so `similar` is empty for that reason alone"
+        )
+    )
+
+
+class StoredFacts(BaseModel):
+    """A batch as stored, in the order sent."""
+
+    facts: list[StoredFact]

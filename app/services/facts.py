@@ -102,6 +102,38 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class Similar:
+    """An existing fact near one being stored, that its writer may read."""
+
+    id: int
+    path: str
+    cosine: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFact(Fact):
+    """A fact as a store hands it back: with the facts it is near (`similar`), and
+    whether they were looked for at all (`similar_checked`: not without a vector)."""
+
+    similar: list[Similar] = field(default_factory=list)
+    similar_checked: bool = False
+
+
+def stored(fact: Fact, similar: list[Similar] | None) -> StoredFact:
+    """`fact` with its similar facts; `similar` None when they could not be looked for."""
+    own = {name: getattr(fact, name) for name in Fact.__dataclass_fields__}
+    return StoredFact(**own, similar=list(similar or []), similar_checked=similar is not None)
+
+
+def similar_paths(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The path of each fact among `ids` (the caller knows them readable)."""
+    if not ids:
+        return {}
+    query = select(facts.c.id, paths.c.path).join(paths, paths.c.id == facts.c.path_id)
+    return dict(conn.execute(query.where(facts.c.id.in_(list(ids)))).all())
+
+
+@dataclass(frozen=True, slots=True)
 class FactPage:
     """A page of a listing; `next_cursor` continues it (None at the end)."""
 

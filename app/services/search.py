@@ -572,6 +572,31 @@ def rank(
     return Ranking(query.mode, order, scores, query.sort, query.as_of)
 
 
+def similar_to(
+    conn: Connection,
+    ctx: Context,
+    index: VectorIndex,
+    vector: np.ndarray,
+    *,
+    want: int,
+    min_cosine: float,
+    exclude: frozenset[int] = frozenset(),
+) -> list[tuple[int, float]]:
+    """(fact id, cosine), nearest first: up to `want` current facts the subject may read
+    at least `min_cosine` near `vector`, leaving out `exclude`. The store's near-duplicate
+    check: the nearest-neighbour search of semantic mode (the same ACL-inside-the-search,
+    never-starved walk), on the vector the store already made."""
+    scope = Scope(ctx)
+    depth = want + len(exclude)
+    vectors = backend(conn).vectors
+    if vectors.in_database:
+        nearest = vectors.nearest(conn, scope.clauses(), vector, depth)
+    else:
+        nearest = semantic_ranking(conn, scope, index, vector, depth)
+    near = [(fid, 1.0 - d) for fid, d in nearest if fid not in exclude and 1.0 - d >= min_cosine]
+    return near[:want]
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     fact: Fact

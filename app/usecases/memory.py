@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 from sqlalchemy import Connection, text
 
 from app.db import migrate
@@ -34,8 +35,8 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Forbidden, InvalidInput, Unavailable
-from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
+from app.rules import LOCAL_SUBJECT, MAX_SIMILAR, ListSort, Mode, OnDuplicate, SearchSort
 from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -46,7 +47,7 @@ from app.services import transfer
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import CheckedFact, Fact, FactPage, NewFact
+from app.services.facts import CheckedFact, Fact, FactPage, NewFact, Similar, StoredFact
 from app.services.paths import Child, Node
 from app.services.search import SearchPage
 from app.services.validation import parse_moment
@@ -163,23 +164,72 @@ class Memory:
 
     # --- facts -----------------------------------------------------------------
 
-    def store(self, subject: str, item: NewFact) -> Fact:
-        """Store one fact (a correction when it names `supersedes_id`)."""
-        return self.store_batch(subject, [item])[0]
+    def store(
+        self, subject: str, item: NewFact, *, on_duplicate: OnDuplicate = "allow"
+    ) -> StoredFact:
+        """Store one fact (a correction when it names `supersedes_id`), with the facts it
+        is near (`similar`); `on_duplicate="refuse"` makes a near one a 409 instead."""
+        return self.store_batch(subject, [item], on_duplicate=on_duplicate)[0]
 
     def store_batch(
-        self, subject: str, items: Sequence[NewFact], *, error_prefix: Sequence[Any] = ()
-    ) -> list[Fact]:
-        """Store facts all or nothing: check, embed with no lock held, then write."""
+        self,
+        subject: str,
+        items: Sequence[NewFact],
+        *,
+        error_prefix: Sequence[Any] = (),
+        on_duplicate: OnDuplicate = "allow",
+    ) -> list[StoredFact]:
+        """Store facts all or nothing: check, embed with no lock held, then write.
+
+        Each stored fact comes back with up to 3 current facts its writer may read whose
+        cosine to it reaches search.similar_threshold (`similar`), found with the vector
+        the store made (no second embedding) before anything is written, so neither the
+        batch's own facts nor the fact an item supersedes count. Without a vector (no
+        model, or it failed) `similar_checked` is false. With `on_duplicate="refuse"` any
+        similar fact is a Conflict naming it, and nothing is written.
+        """
         checked = fact_service.validate_new_facts(
             items, self.runtime.settings.limits, error_prefix=error_prefix
         )
         # The model runs before the write lock: it must not hold up other writers.
-        vectors = embed_for_store(self._model(), [item.content for item in checked])
+        embedder = self._model()
+        vectors = embed_for_store(embedder, [item.content for item in checked])
+        threshold = self.runtime.settings.search.similar_threshold
+        if threshold is None and embedder is not None:
+            threshold = catalog.similar_cosine(embedder.name)
         with self.transaction(subject, write=True) as (conn, ctx):
-            return fact_service.store_facts(
+            near = [
+                None
+                if vector is None or threshold is None
+                else self._similar(conn, ctx, vector, threshold, item.supersedes_id)
+                for item, vector in zip(checked, vectors, strict=True)
+            ]
+            if on_duplicate == "refuse":
+                _refuse_duplicates(near, error_prefix, many=len(checked) > 1)
+            facts = fact_service.store_facts(
                 conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
             )
+            return [fact_service.stored(f, n) for f, n in zip(facts, near, strict=True)]
+
+    def _similar(
+        self,
+        conn: Connection,
+        ctx: Context,
+        vector: bytes,
+        threshold: float,
+        supersedes_id: int | None,
+    ) -> list[fact_service.Similar]:
+        found = search_service.similar_to(
+            conn,
+            ctx,
+            self.runtime.vector_index,
+            np.frombuffer(vector, dtype="<f4"),
+            want=MAX_SIMILAR,
+            min_cosine=threshold,
+            exclude=frozenset() if supersedes_id is None else frozenset({supersedes_id}),
+        )
+        where = fact_service.similar_paths(conn, [fid for fid, _ in found])
+        return [fact_service.Similar(fid, where[fid], round(c, 6)) for fid, c in found]
 
     def get(
         self,
@@ -542,6 +592,21 @@ class Memory:
         )
 
 
+def _refuse_duplicates(
+    near: Sequence[list[fact_service.Similar] | None], error_prefix: Sequence[Any], *, many: bool
+) -> None:
+    """Conflict naming the first similar fact, if any item has one (nothing is written)."""
+    for index, hits in enumerate(near):
+        if hits:
+            hit = hits[0]
+            which = f"fact {index} of the batch" if many else "this fact"
+            raise Conflict(
+                f"{which} is similar to fact {hit.id} at {hit.path} (cosine {hit.cosine:.2f}): "
+                f"store it with supersedes_id {hit.id} to correct that fact, or without "
+                "on_duplicate=refuse to keep both"
+            )
+
+
 def _counting_facts(
     records: Iterator[transfer.Record], total: int, on_progress: ProgressCallback
 ) -> Iterator[transfer.Record]:
@@ -614,6 +679,8 @@ __all__ = [
     "Node",
     "SearchPage",
     "SearchRequest",
+    "Similar",
+    "StoredFact",
     "check_facts",
     "moment_of",
     "open_memory",

@@ -12,7 +12,7 @@ from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
 from app.rules import MAX_ID, MAX_LIMIT, ListSort
 from app.schemas import facts as schema
-from app.usecases.memory import Fact, FactPage, NewFact, moment_of
+from app.usecases.memory import Fact, FactPage, NewFact, StoredFact, moment_of
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
@@ -31,20 +31,20 @@ def _new(item: schema.FactIn) -> NewFact:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=schema.Fact,
+    response_model=schema.StoredFact,
     operation_id="store_fact",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_fact(body: schema.FactIn, memory: MemoryDep, subject: SubjectDep) -> Fact:
+def store_fact(body: schema.StoreIn, memory: MemoryDep, subject: SubjectDep) -> StoredFact:
     """Store one fact (superseding another with `supersedes_id`)."""
     with located("body"):
-        return memory.store(subject, _new(body))
+        return memory.store(subject, _new(body), on_duplicate=body.on_duplicate)
 
 
 @router.post(
     "/batch",
     status_code=status.HTTP_201_CREATED,
-    response_model=schema.FactsOut,
+    response_model=schema.StoredFacts,
     operation_id="store_facts_batch",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
@@ -53,7 +53,10 @@ def store_facts_batch(
 ) -> dict[str, Any]:
     """Store several facts, all or nothing."""
     items = [_new(f) for f in body.facts]
-    return {"facts": memory.store_batch(subject, items, error_prefix=["body", "facts"])}
+    stored = memory.store_batch(
+        subject, items, error_prefix=["body", "facts"], on_duplicate=body.on_duplicate
+    )
+    return {"facts": stored}
 
 
 @router.get(
