@@ -13,9 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode
+from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode, OnDuplicate
 from app.schemas.facts import MAX_PATH_CHARS
 from app.schemas.search import MAX_AS_OF_CHARS
+
+# The schema's bound on a batch; the use case enforces limits.batch_facts (1000 by default).
+MAX_BATCH = 1000
 
 FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
 
@@ -40,7 +43,7 @@ class ToolInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class StoreFactIn(ToolInput):
+class FactItem(ToolInput):
     path: str = Field(
         max_length=MAX_PATH_CHARS,
         description=(
@@ -65,6 +68,39 @@ class StoreFactIn(ToolInput):
         description=(
             "To correct or update a fact, give its id here: the new fact replaces it in "
             "searches and listings, and the old one stays readable in its history."
+        ),
+    )
+
+
+ON_DUPLICATE = (
+    "allow (the default): store, and list in `similar` the facts you can read that say "
+    "nearly the same. refuse: if there is one, store nothing and fail naming it, so you "
+    "can supersede it instead."
+)
+
+
+class StoreFactIn(FactItem):
+    on_duplicate: OnDuplicate = Field(default="allow", description=ON_DUPLICATE)
+
+
+class StoreFactsIn(ToolInput):
+    facts: list[FactItem] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="The facts to store, all or nothing: if one is refused, none is stored",
+    )
+    on_duplicate: OnDuplicate = Field(
+        default="allow", description=ON_DUPLICATE + " With refuse, any fact of the batch."
+    )
+
+
+class PolicyLineIn(ToolInput):
+    line: str = Field(
+        max_length=1024,
+        description=(
+            "A policy line as `p, SUBJECT, OBJECT, ACTION, EFFECT` (OBJECT path:/a/b, "
+            "path:/a/b/* or tag:key=value; ACTION read, write, delete or tag; EFFECT "
+            "allow or deny) or `g, MEMBER, ROLE`, e.g. `p, alice, path:/work/*, read, allow`"
         ),
     )
 

@@ -28,6 +28,10 @@ TOOLS = {
     "list_facts",
     "tag_path",
     "whoami",
+    "store_facts",
+    "list_policies",
+    "add_policy",
+    "remove_policy",
 }
 
 
