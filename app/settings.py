@@ -186,7 +186,8 @@ class HttpSettings(_Section):
     # come from it) or when bound to 0.0.0.0 or :: (no name to check: set public_url
     # there). ["*"] accepts any.
     allowed_hosts: list[str] | None = None
-    # Browser origins, besides the service's own, that may call /mcp.
+    # Browser origins that may call the REST API (CORS, app.api.cors: off while empty)
+    # and, besides the service's own, /mcp.
     cors_origins: list[str] = Field(default_factory=list)
 
     @field_validator("public_url")
