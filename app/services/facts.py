@@ -716,6 +716,8 @@ def _decode_cursor(
             raise ValueError("id out of range")
         if sort == "strength" and not (_is_finite(data.get("key")) and _is_finite(data.get("now"))):
             raise ValueError("strength position is not a finite number")
+        if as_of is not None and sort == "created" and not _is_finite(data.get("key")):
+            raise ValueError("as_of position is not a finite number")
         return data
     except (ValueError, RecursionError):
         # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
@@ -783,6 +785,19 @@ def list_facts(
         if position:
             key, last = float(position["key"]), int(position["id"])
             query = query.where(or_(decay > key, and_(decay == key, facts.c.id > last)))
+    elif as_of is not None:
+        # Newest first as of the moment: by creation time, from the moment backwards
+        # (ix_facts_created_at), not past every fact created since.
+        query = query.add_columns(facts.c.created_at.label("key"))
+        query = query.order_by(facts.c.created_at.desc(), facts.c.id.desc())
+        if position:
+            key, last = float(position["key"]), int(position["id"])
+            query = query.where(
+                or_(
+                    facts.c.created_at < key,
+                    and_(facts.c.created_at == key, facts.c.id < last),
+                )
+            )
     else:
         query = query.order_by(facts.c.id.desc())
         if position:
@@ -797,6 +812,8 @@ def list_facts(
             data["as_of"] = as_of
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
+        elif as_of is not None:
+            data["key"] = last_row.key
         next_cursor = _encode_cursor(conn, data)
     facts_out = hydrate(conn, ctx, [row.id for row in page], as_of=as_of)
     return FactPage(facts_out, next_cursor, shown_moment(as_of))
