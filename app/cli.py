@@ -27,7 +27,7 @@ from app import __version__
 from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.identifiers import for_display
-from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES
+from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
 from app.settings import Settings, load_settings
 
 # Start-up time is the first thing a user meets (bench/cli_startup.py): this module
@@ -364,18 +364,31 @@ def memory_store(
     text: Annotated[str, typer.Argument(help="The fact: one small statement")],
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable)")] = None,
     supersedes: Annotated[int | None, typer.Option(help="Id of the fact this corrects")] = None,
+    on_duplicate: Annotated[
+        str,
+        typer.Option(
+            help="allow: store and name the similar facts; refuse: store nothing if there is one"
+        ),
+    ] = "allow",
     as_json: JsonOpt = False,
 ) -> None:
-    """Store a fact."""
+    """Store a fact (and name the facts already saying nearly the same)."""
     from app.usecases.memory import NewFact, check_facts
 
+    duplicates = _choice("--on-duplicate", on_duplicate, ON_DUPLICATE)
     raw = NewFact(path, text, parse_tag_options(tag), supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
     (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:
-        fact = mem.store(ME, item)
+        fact = mem.store(ME, item, on_duplicate=duplicates)
         problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
     emit_json(fact) if as_json else show_fact(fact)
+    if not as_json:
+        for near in fact.similar:
+            typer.echo(
+                f"  similar: #{near.id} {near.path} (cosine {near.cosine:.2f}); "
+                f"--supersedes {near.id} corrects it instead",
+            )
     if problem:
         typer.echo(
             f"note: the fact waits for an embedding model: {problem}. {offline_hint()}", err=True

@@ -41,6 +41,7 @@ SEARCH_SORTS: tuple[SearchSort, ...] = get_args(SearchSort)
 # What a store does when an existing fact the writer can read is `similar`: store it
 # anyway and say so, or refuse (409) and write nothing.
 OnDuplicate = Literal["allow", "refuse"]
+ON_DUPLICATE: tuple[OnDuplicate, ...] = get_args(OnDuplicate)
 MAX_SIMILAR = 3
 
 # --- memory over time ----------------------------------------------------------

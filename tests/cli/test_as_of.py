@@ -1,4 +1,4 @@
-"""`--as-of` on the command's read verbs: the same use case as REST and MCP."""
+"""`--as-of` on the read verbs and `--on-duplicate` on store: the use cases REST and MCP call."""
 
 from __future__ import annotations
 
@@ -57,3 +57,13 @@ def test_read_commands_answer_as_of_a_moment(tmp_path: Path) -> None:
     assert gone.returncode == 1
     bad = run(tmp_path, "memory", "search", "gate", "--as-of", "yesterday")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "as_of" in bad.stderr
+
+
+def test_store_says_whether_similar_facts_were_looked_for(tmp_path: Path) -> None:
+    stored = run(tmp_path, "memory", "store", "/c", "a fact", "--on-duplicate", "refuse", "--json")
+    assert stored.returncode == 0, stored.stderr
+    fact = json.loads(stored.stdout)
+    # No model in this memory: nothing could be compared, and the answer says so.
+    assert fact["similar"] == [] and fact["similar_checked"] is False
+    bad = run(tmp_path, "memory", "store", "/c", "another", "--on-duplicate", "skip")
+    assert bad.returncode == 1 and "--on-duplicate" in bad.stderr
