@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -595,6 +595,11 @@ def similar_to(
         nearest = semantic_ranking(conn, scope, index, vector, depth)
     near = [(fid, 1.0 - d) for fid, d in nearest if fid not in exclude and 1.0 - d >= min_cosine]
     return near[:want]
+
+
+def still_visible(conn: Connection, ctx: Context, ids: Iterable[int]) -> set[int]:
+    """The ids among `ids` the subject may read now and that are still current."""
+    return _visible(conn, Scope(ctx), sorted(ids))
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,13 +197,23 @@ class Memory:
         threshold = self.runtime.settings.search.similar_threshold
         if threshold is None and embedder is not None:
             threshold = catalog.similar_cosine(embedder.name)
+        near: list[list[Similar] | None] = [None] * len(checked)
+        if threshold is not None and any(vector is not None for vector in vectors):
+            # In a read snapshot, as a search ranks: a batch's searches (a few ms each)
+            # must not hold the write lock. A near fact stored between the two
+            # transactions is not seen: `similar` is a hint, not a uniqueness rule.
+            with self.transaction(subject) as (conn, ctx):
+                near = [
+                    None
+                    if vector is None
+                    else self._similar(conn, ctx, vector, threshold, item.supersedes_id)
+                    for item, vector in zip(checked, vectors, strict=True)
+                ]
         with self.transaction(subject, write=True) as (conn, ctx):
-            near = [
-                None
-                if vector is None or threshold is None
-                else self._similar(conn, ctx, vector, threshold, item.supersedes_id)
-                for item, vector in zip(checked, vectors, strict=True)
-            ]
+            # Named only if still readable and current under this transaction's rules.
+            hits = {s.id for found in near for s in found or ()}
+            kept = search_service.still_visible(conn, ctx, hits) if hits else set()
+            near = [None if found is None else [s for s in found if s.id in kept] for found in near]
             if on_duplicate == "refuse":
                 _refuse_duplicates(near, error_prefix, many=len(checked) > 1)
             facts = fact_service.store_facts(

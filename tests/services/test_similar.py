@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from app.db.tables import facts
 from app.embeddings.fake import FakeEmbedder
 from app.errors import Conflict
-from app.usecases.memory import NewFact
+from app.usecases.memory import Memory, NewFact, Similar
 from tests.conftest import TEST_WIDTH
 from tests.services.test_search import grant
 
@@ -102,3 +102,16 @@ def test_the_threshold_is_a_setting(actor, rt, model) -> None:
         me.subject, NewFact("/ops", "every night at two the staging database is backed up daily")
     )
     assert near.similar == [] and near.similar_checked is True
+
+
+def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypatch) -> None:
+    """The near facts are found in a read snapshot, the store writes in a later
+    transaction: the names are checked again there, under its rules."""
+    owner = actor()
+    hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
+    grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
+    seen = Similar(hidden.id, "/private", 0.99)  # as if she could read it when it ran
+    monkeypatch.setattr(Memory, "_similar", lambda *_args, **_kwargs: [seen])
+    alice = actor("alice")
+    stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
+    assert stored.similar == [] and stored.similar_checked is True
