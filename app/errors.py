@@ -78,6 +78,14 @@ class Unauthorized(EmbornalError):
     title = "Unauthorized"
 
 
+class TokenExpired(Unauthorized):
+    """A token valid in every way but its `exp`: the one refusal that says why (RFC 6750's
+    `error_description`), so the holder knows to get a new token."""
+
+    def challenge(self) -> str:
+        return f'Bearer error="invalid_token", error_description="{self.detail}"'
+
+
 class PayloadTooLarge(EmbornalError):
     status = 413
     type = "/problems/payload-too-large"

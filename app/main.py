@@ -26,7 +26,7 @@ from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMid
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
-from app.mcp.http import JwtVerifier, McpEndpoint, token_subject
+from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, token_subject
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
@@ -86,7 +86,11 @@ def create_app(
     registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
     app.add_middleware(JsonBodyMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.limits.body_bytes,
+        refusals={MCP_PATH: jsonrpc_refusal},
+    )
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))
     for module in (facts, search, paths, policies, meta, health):

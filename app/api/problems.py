@@ -27,6 +27,7 @@ from app.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    TokenExpired,
     Unauthorized,
     Unavailable,
     UnsupportedMediaType,
@@ -95,7 +96,10 @@ async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
         # Config and start-up errors name files: they are for the log, not the client.
         log.error("request failed: %s: %s", type(exc).__name__, exc.detail)
         return problem_response(500, "The server failed to handle the request.")
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    headers = None
+    if isinstance(exc, Unauthorized):
+        challenge = exc.challenge() if isinstance(exc, TokenExpired) else "Bearer"
+        headers = {"WWW-Authenticate": challenge}
     type_ = exc.type if exc.type != "about:blank" else None
     return problem_response(
         exc.status, exc.detail, title=exc.title, type_=type_, errors=exc.errors, headers=headers
