@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from sqlalchemy import Connection, text
 
+from app.auth.subjects import validate_subject
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
@@ -327,7 +328,9 @@ class Memory:
             }
 
     def refuse_role_name(self, name: str) -> None:
-        """InvalidInput when `name` is a role's: it could not be a token's subject."""
+        """InvalidInput when `name` could not be a token's subject: not a valid subject
+        name (the verifier's rule), or a role's."""
+        validate_subject(name)
         with read_transaction(self.runtime.engine) as conn:
             policy_service.refuse_role_name(conn, name)
 
