@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
 from app import __version__
+from app.api.docs import install_docs
 from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
@@ -78,6 +79,9 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # Their CDN scripts would leave them blank offline: app.api.docs serves /docs.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
@@ -85,6 +89,7 @@ def create_app(
     app.state.metrics_registry = registry
     registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
+    install_docs(app)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(
         BodyLimitMiddleware,
