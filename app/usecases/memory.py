@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -284,10 +285,8 @@ class Memory:
         uses_model = request.mode != "keyword"
         # With no model loaded, look for one first: prepare() would refuse without it.
         embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
-        query = self._prepare_search(request, embedder)
-        with self.transaction(subject) as (conn, ctx):
-            switched = uses_model and not rt.model_is_current(conn)
-            ranking = None if switched else search_service.rank(conn, ctx, query, rt.vector_index)
+        checked = self._prepare_search(request, embedder, embed_now=False)
+        ranking = self._rank(subject, checked, embedder, uses_model)
         if ranking is None:
             query = self._prepare_search(request, self._model())
             with self.transaction(subject) as (conn, ctx):
@@ -295,8 +294,53 @@ class Memory:
         with self.transaction(subject, write=not request.peek) as (conn, ctx):
             return search_service.deliver(conn, ctx, ranking, peek=request.peek)
 
+    def _rank(
+        self,
+        subject: str,
+        checked: search_service.Query,
+        embedder: Embedder | None,
+        uses_model: bool,
+    ) -> search_service.Ranking | None:
+        """Embed and rank `checked`; None when another process switched the model.
+
+        A hybrid search's keyword half needs no vector: it ranks in a snapshot of its
+        own, on a worker thread, while this one embeds the query and ranks the semantic
+        half (SQLite, numpy and onnxruntime release the GIL). No connection is held
+        while waiting for the worker (which may need one from the same pool); the
+        halves are fused in a third short snapshot, and deliver() checks every id
+        again, so snapshots apart cannot hand out a fact deleted in between.
+        """
+        rt = self.runtime
+        if checked.mode != "hybrid":
+            query = search_service.embed(checked, embedder, rt.query_cache)
+            with self.transaction(subject) as (conn, ctx):
+                if uses_model and not rt.model_is_current(conn):
+                    return None
+                return search_service.rank(conn, ctx, query, rt.vector_index)
+        keyword = self._workers().submit(self._keyword_half, subject, checked)
+        query = search_service.embed(checked, embedder, rt.query_cache)
+        with self.transaction(subject) as (conn, ctx):
+            if not rt.model_is_current(conn):
+                return None
+            semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
+        half = keyword.result()
+        with self.transaction(subject) as (conn, ctx):
+            return search_service.rank(
+                conn, ctx, query, rt.vector_index, keyword=half, semantic=semantic
+            )
+
+    def _keyword_half(
+        self, subject: str, query: search_service.Query
+    ) -> search_service.KeywordHalf:
+        with self.transaction(subject) as (conn, ctx):
+            return search_service.keyword_half(conn, ctx, query)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """Threads for the halves of searches, shared by every Memory of the runtime."""
+        return self.runtime.search_workers()
+
     def _prepare_search(
-        self, request: SearchRequest, embedder: Embedder | None
+        self, request: SearchRequest, embedder: Embedder | None, *, embed_now: bool = True
     ) -> search_service.Query:
         rt = self.runtime
         floor = rt.settings.search.min_cosine
@@ -315,6 +359,7 @@ class Memory:
             cache=rt.query_cache,
             min_cosine=floor,
             now=self._clock(),
+            embed_now=embed_now,
         )
 
     # --- who and what ----------------------------------------------------------

@@ -400,3 +400,26 @@ def test_semantic_candidates_under_the_floor_are_no_match(actor, rt, model) -> N
     for mode in ("semantic", "hybrid"):
         assert find(me, "quarterly invoice reconciliation", rt=rt, mode=mode).results == []
     assert find(me, "penguins waddle", rt=rt, mode="semantic").results
+
+
+def test_the_relaxed_tier_ranks_a_window_of_the_newest_matches(actor, rt, monkeypatch) -> None:
+    """An OR of common words matches much of a big memory, and ranking every match
+    costs in proportion: the relaxed tier ranks the newest RELAXED_WINDOW matches; when
+    those leave the reader too few visible ones, every match is ranked."""
+    monkeypatch.setattr(search_service, "RELAXED_WINDOW", 4)
+    me = actor()
+    old = store(me, [NewFact("/w", f"heron note {i}") for i in range(3)])
+    new = store(me, [NewFact("/w", f"egret note {i}") for i in range(4)])
+    # No fact holds both words: the page is the relaxed tier alone.
+    found = find(me, "heron egret", mode="keyword", limit=2, peek=True)
+    assert {r.fact.id for r in found.results} <= {f.id for f in new}
+    assert [r.scores["all_words"] for r in found.results] == [False, False]
+    # A page larger than the window would hold: every match is ranked.
+    found = find(me, "heron egret", mode="keyword", limit=7, peek=True)
+    assert {r.fact.id for r in found.results} == {f.id for f in old + new}
+    # A reader who sees none of the newest: its older matches are still found.
+    grant(rt, "p, alice, path:/w/old/*, read, allow")
+    mine = store(me, [NewFact("/w/old/a", "heron nest")])
+    store(me, [NewFact("/w", f"egret flock {i}") for i in range(6)])
+    found = find(actor("alice"), "heron egret", mode="keyword", limit=5, peek=True)
+    assert [r.fact.id for r in found.results] == [mine[0].id]

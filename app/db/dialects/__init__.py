@@ -38,6 +38,14 @@ class Keywords(Protocol):
         as app.services.search.fts_chunks makes them."""
         ...
 
+    def newest(
+        self, conn: Connection, chunks: Sequence[str], *, limit: int
+    ) -> list[tuple[int, float]]:
+        """(fact id, score) of the facts holding any chunk, newest (highest id) first,
+        at most `limit`: scored for those rows alone, so its cost is bounded by `limit`
+        however many facts match. The scores are `ranked`'s."""
+        ...
+
     def document_frequency(self, conn: Connection, chunk: str) -> int: ...
 
 

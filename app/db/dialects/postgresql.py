@@ -89,6 +89,22 @@ class PostgresKeywords:
         ).all()
         return [(int(fid), float(score)) for fid, score in rows]
 
+    def newest(
+        self, conn: Connection, chunks: Sequence[str], *, limit: int
+    ) -> list[tuple[int, float]]:
+        if not chunks:
+            return []
+        query, params = self._query(chunks, True)
+        rows = conn.execute(
+            text(
+                f"SELECT f.id, -ts_rank(f.content_tsv, q.q, 1) AS score "
+                f"FROM facts f, (SELECT {query} AS q) q "
+                f"WHERE f.content_tsv @@ q.q ORDER BY f.id DESC LIMIT :limit"
+            ),
+            {**params, "limit": limit},
+        ).all()
+        return [(int(fid), float(score)) for fid, score in rows]
+
     def document_frequency(self, conn: Connection, chunk: str) -> int:
         query, params = self._query([chunk], False)
         return conn.execute(

@@ -36,6 +36,16 @@ _RANKED = (
 )
 
 
+# Newest first is FTS5's own doclist order read backwards: with a LIMIT it stops early,
+# and bm25 is computed for the rows it returns only.
+_NEWEST = (
+    select(facts_fts.c.rowid, func.bm25(_FTS))
+    .where(_FTS.op("MATCH")(bindparam("match")))
+    .order_by(facts_fts.c.rowid.desc())
+    .limit(bindparam("limit"))
+)
+
+
 class SqliteKeywords:
     def ranked(
         self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
@@ -43,6 +53,12 @@ class SqliteKeywords:
         match = (" OR " if any_word else " ").join(chunks)
         rows = conn.execute(_RANKED, {"match": match, "limit": limit}).all()
         return [(int(fid), float(score)) for fid, score in rows]
+
+    def newest(
+        self, conn: Connection, chunks: Sequence[str], *, limit: int
+    ) -> list[tuple[int, float]]:
+        params = {"match": " OR ".join(chunks), "limit": limit}
+        return [(int(fid), float(score)) for fid, score in conn.execute(_NEWEST, params).all()]
 
     def document_frequency(self, conn: Connection, chunk: str) -> int:
         return conn.execute(
