@@ -40,6 +40,10 @@ MARGIN = 3.0  # seconds a request may take over the statement timeout on a busy 
 DOWN_REQUESTS = 30  # refused requests to see in each outage before starting again
 ACKS_PER_PHASE = 20
 PAUSE = 0.05  # a client's pause after a 503, so an outage is not a busy loop
+TERMINATE = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE application_name = 'embornal' AND pid <> pg_backend_pid()"
+)
 
 
 class OwnPostgres:
@@ -225,6 +229,19 @@ def test_the_database_stops_and_starts_under_load(
                     f"ready {ready_after:.2f} s and first 201 {first_201:.2f} s after the start"
                 )
                 assert first_201 is not None and first_201 < 10, figures
+            # The connections cut under their transactions, three times, the server up.
+            admin = create_engine(own_postgres.url, isolation_level="AUTOCOMMIT")
+            try:
+                for _ in range(3):
+                    acks = traffic.acks()
+                    traffic.phase = "terminated"
+                    with admin.connect() as conn:
+                        cut = conn.exec_driver_sql(TERMINATE).scalars().all()
+                    assert cut and all(cut), "no connection of the server's was cut"
+                    wait_for(lambda a=acks: traffic.acks() >= a + ACKS_PER_PHASE, "stores again")
+            finally:
+                admin.dispose()
+            figures.append(f"terminated: {traffic.count('terminated', 503)} requests refused")
     finally:
         traffic.done.set()
         for thread in threads:
