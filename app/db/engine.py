@@ -169,6 +169,13 @@ def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> 
             "options": options,
             "application_name": "embornal",
             "connect_timeout": max(1, math.ceil(wait)),
+            # A server that vanishes without closing the connection (a host down, a
+            # partition) sends no error and enforces no statement timeout: TCP keepalive
+            # probes find it within wait + 3 s. libpq ignores them on a unix socket.
+            "keepalives": 1,
+            "keepalives_idle": max(1, math.ceil(wait)),
+            "keepalives_interval": 1,
+            "keepalives_count": 3,
         },
     )
     _modes[engine] = ({"isolation_level": "REPEATABLE READ"}, {})
