@@ -43,9 +43,9 @@ from app.dirs import DATABASE_COMPANIONS, make_private_dir
 log = logging.getLogger(__name__)
 
 WRITE = "IMMEDIATE"
+READ = "DEFERRED"
 # The longest a PostgreSQL request waits for a pooled connection or a new one.
 MAX_WAIT_SECONDS = 10.0
-READ = "DEFERRED"
 
 # One queue per engine for this process's writers. SQLite's busy handler polls with
 # sleeps of up to 100 ms, so a waiting writer loses the lock again and again to

@@ -4,9 +4,10 @@ space (507). Every other database error stays what it is (a 500, logged).
 A fault is read from the driver's own code, never from its message alone: SQLite's
 result code (`sqlite_errorcode`, primary code in the low byte) and PostgreSQL's
 SQLSTATE (`sqlstate`). psycopg's connection-level errors (refused, server closed the
-connection, the connection is closed) come with no SQLSTATE at all. Measured with
-tests/ops/test_database_faults.py: before this mapping each of these was a 500 with
-"The server failed to handle the request." and a traceback in the log.
+connection, the connection is closed) come with no SQLSTATE at all. Before this
+mapping each of these was a 500 ("The server failed to handle the request.") with a
+traceback in the log: tests/api/test_database_faults.py, tests/ops/test_database_restart.py
+and tests/ops/test_disk_full.py show each one now.
 
 The detail says which kind of fault it was (a timeout, an unreachable or busy
 database, a full disk) and never holds SQL, a host name or a file path.
@@ -39,7 +40,6 @@ PG_GONE = {
     "57P02",  # crash_shutdown
     "57P03",  # cannot_connect_now: starting up, shutting down, in recovery
     "53300",  # too_many_connections
-    "53200",  # out_of_memory
 }
 
 TIMED_OUT = "The database did not answer in time: {what}. Try again shortly."
@@ -91,18 +91,18 @@ def _sqlite_fault(primary: int) -> EmbornalError | None:
 def _postgres_fault(sqlstate: str | None, exc: DBAPIError) -> EmbornalError | None:
     if sqlstate in PG_TIMEOUTS:
         return Unavailable(
-            TIMED_OUT.format(what="a statement ran past database.statement_timeout_ms"),
+            TIMED_OUT.format(what="a statement ran past its limit (database.statement_timeout_ms)"),
             retry_after=RETRY_BUSY,
         )
     if sqlstate == PG_DISK_FULL:
         return InsufficientStorage(FULL)
-    # No SQLSTATE: psycopg's own connection errors (refused, closed, lost mid-query);
-    # class 08 is connection_exception as the server reports it.
-    if sqlstate is None or sqlstate in PG_GONE or sqlstate.startswith("08"):
-        if sqlstate is None and not (
-            exc.connection_invalidated or type(exc.orig).__name__ in _PSYCOPG_CONNECTION_ERRORS
-        ):
-            return None
+    if sqlstate in PG_GONE or (sqlstate is not None and sqlstate.startswith("08")):
+        return Unavailable(GONE, retry_after=RETRY_GONE)  # class 08: connection_exception
+    # No SQLSTATE: psycopg's own connection errors (refused, closed, lost mid-query).
+    # Its client-side errors without one (a bad placeholder) are bugs: they stay 500s.
+    if sqlstate is None and (
+        exc.connection_invalidated or type(exc.orig).__name__ in _PSYCOPG_CONNECTION_ERRORS
+    ):
         return Unavailable(GONE, retry_after=RETRY_GONE)
     return None
 
