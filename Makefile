@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 LOCKED := $(BIN)/python -m pip install --require-hashes --no-deps
 UV := uv==0.13.9
 
-.PHONY: run test test-fast lint typecheck imports unit unit-fast bench openapi image clean lock
+.PHONY: run test test-fast lint typecheck imports unit unit-fast fuzz soak bench openapi image clean lock
 
 $(RUN_STAMP): pyproject.toml requirements/run.txt requirements/tokenizer.txt
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,20 @@ unit-fast: $(STAMP)
 test: lint typecheck imports unit
 
 test-fast: lint typecheck imports unit-fast
+
+# Every operation of openapi.json fuzzed longer than `make test` does (25 examples an
+# operation there): 500, with a valid token on both backends, a fifth as many with invalid
+# tokens. No per-test time limit: one operation takes minutes at this size.
+FUZZ_EXAMPLES ?= 500
+
+fuzz: $(STAMP)
+	SCHEMATHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -o timeout=0 tests/api/test_schemathesis.py
+
+# A day of traffic in minutes (bench/soak.py): `make soak BACKEND=postgresql REQUESTS=50000`.
+REQUESTS ?= 20000
+
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak --backend $(BACKEND) --requests $(REQUESTS)
 
 # Search speed and size at 10k and 100k facts, where a search spends its time at both,
 # and retrieval quality per mode on the generated conversations' dev split

@@ -24,6 +24,7 @@ from app.errors import (
     Conflict,
     EmbornalError,
     Forbidden,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
@@ -32,6 +33,7 @@ from app.errors import (
     Unavailable,
     UnsupportedMediaType,
     invalid_detail,
+    is_public,
 )
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ _KNOWN: dict[int, tuple[str, str]] = {
         PayloadTooLarge,
         UnsupportedMediaType,
         InvalidInput,
+        InsufficientStorage,
     )
 }
 _KNOWN[405] = ("/problems/method-not-allowed", "Method not allowed")
@@ -92,7 +95,7 @@ def problem_response(
 
 async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EmbornalError)
-    if exc.status >= 500 and not isinstance(exc, Unavailable):
+    if not is_public(exc):
         # Config and start-up errors name files: they are for the log, not the client.
         log.error("request failed: %s: %s", type(exc).__name__, exc.detail)
         return problem_response(500, "The server failed to handle the request.")
@@ -100,6 +103,8 @@ async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, Unauthorized):
         challenge = exc.challenge() if isinstance(exc, TokenExpired) else "Bearer"
         headers = {"WWW-Authenticate": challenge}
+    if isinstance(exc, Unavailable) and exc.retry_after is not None:
+        headers = {"Retry-After": str(exc.retry_after)}
     type_ = exc.type if exc.type != "about:blank" else None
     return problem_response(
         exc.status, exc.detail, title=exc.title, type_=type_, errors=exc.errors, headers=headers

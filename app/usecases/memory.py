@@ -35,7 +35,7 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Forbidden, InvalidInput, Unavailable
+from app.errors import Forbidden, InvalidInput, Unavailable, is_public
 from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
 from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
@@ -435,9 +435,15 @@ class Memory:
                 rt.follow_model()
             else:
                 migrations = Check(False, f"at {current}, head is {head}")
-        except Exception:
-            # The reason goes to the log: it may name the file or hold SQL.
-            log.exception("readiness check failed")
+        except Exception as exc:
+            if is_public(exc):
+                # A fault (gone, busy, timed out, disk full): its detail says which, and
+                # app.db.faults logged the driver's line. Readiness follows the database
+                # back without a restart: the next check draws a fresh connection.
+                database = Check(False, exc.detail)
+            else:
+                # The reason goes to the log: it may name the file or hold SQL.
+                log.exception("readiness check failed")
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
         index = (
