@@ -59,10 +59,11 @@ EXACT_RERANK = 2
 HYBRID_DEPTH = 20
 HYBRID_DEPTH_FACTOR = 2
 HYBRID_RELAXED_WORDS: int | None = 3
-# The relaxed tier ranks the newest this many matches (None: every match). On
-# bench.quality's dev split 400, 1000 and every match gave the same figures (its
-# conversations are smaller than that); at 100k facts it takes 5-6 ms off a hybrid search.
-RELAXED_WINDOW: int | None = 400
+# The relaxed tier ranks the newest this many visible matches (None: every match). On
+# bench.quality's dev split 200, 400, 1000 and every match gave the same figures (its
+# conversations are smaller than that); at 100k facts it takes milliseconds off a
+# hybrid search (bench/hybrid_cost.py).
+RELAXED_WINDOW: int | None = 200
 # Words that carry no topic: they never decide whether a fact matches (a fact that
 # shares only "the" or "or" with a question is not an answer to it). Question words
 # are here too, since agents ask in sentences. Single letters (the "s" of "what's",
@@ -168,29 +169,22 @@ def _fts_ranked(
 def _newest_ranked(
     conn: Connection, scope: Scope, chunks: list[str], want: int, window: int
 ) -> list[tuple[int, float]]:
-    """Best bm25 first among the `window` newest facts holding any chunk, the visible
-    ones of them; every match when those are too few.
+    """Best bm25 first among the `window` newest visible facts holding any chunk.
 
     An OR of common words matches a large share of a big memory, and FTS5 scores every
     match before it can sort them (p50 6.5 ms for a median of 2,800 matches at 100k
-    facts, growing with the memory): read newest first, with a LIMIT, it stops early and
-    scores those rows alone (1.3 ms for 400). Hidden facts count toward the window, a
-    trace of the same kind as bm25's whole-table statistics (README, "Search"); when it
-    leaves the reader fewer than `want` visible matches, every match is ranked.
+    facts, growing with the memory). Read newest first, the access rules and filters
+    applied in the same statement, it stops after `window` visible matches and scores
+    those alone (never fewer than `want`). Which facts are in the window depends on
+    facts the reader can see alone; with fewer visible matches, every one is ranked.
     """
-    batch = backend(conn).keywords.newest(conn, chunks, limit=window)
-    batch.sort(key=lambda pair: (pair[1], pair[0]))
-    ranked: list[tuple[int, float]] = []
-    step = max(4 * want, 40)
-    for start in range(0, len(batch), step):
-        part = batch[start : start + step]
-        keep = _visible(conn, scope, [fid for fid, _ in part])
-        ranked += [pair for pair in part if pair[0] in keep]
-        if len(ranked) >= want:
-            return ranked[:want]
-    if len(batch) < window:
-        return ranked  # the window held every match
-    return _fts_ranked(conn, scope, chunks, want, any_word=True)
+    keywords = backend(conn).keywords
+    stmt = scope.statement(
+        f"newest-{len(chunks)}", lambda clauses: keywords.newest_statement(clauses, len(chunks))
+    )
+    rows = conn.execute(stmt, keywords.newest_params(chunks, max(window, want))).all()
+    ranked = sorted(((int(fid), float(score)) for fid, score in rows), key=lambda p: (p[1], p[0]))
+    return ranked[:want]
 
 
 def _is_content(chunk: str) -> bool:

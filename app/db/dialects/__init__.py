@@ -38,13 +38,14 @@ class Keywords(Protocol):
         as app.services.search.fts_chunks makes them."""
         ...
 
-    def newest(
-        self, conn: Connection, chunks: Sequence[str], *, limit: int
-    ) -> list[tuple[int, float]]:
-        """(fact id, score) of the facts holding any chunk, newest (highest id) first,
-        at most `limit`: scored for those rows alone, so its cost is bounded by `limit`
-        however many facts match. The scores are `ranked`'s."""
+    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
+        """A statement for the facts that pass `clauses` and hold any of `chunks` chunks,
+        newest (highest id) first, as (fact id, score), at most `:limit`: scored for
+        those rows alone, so its cost is bounded by the limit however many facts match.
+        The scores are `ranked`'s; newest_params() binds it."""
         ...
+
+    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]: ...
 
     def document_frequency(self, conn: Connection, chunk: str) -> int: ...
 

@@ -23,6 +23,8 @@ from sqlalchemy import (
     any_,
     bindparam,
     column,
+    func,
+    literal_column,
     select,
     table,
     text,
@@ -89,21 +91,28 @@ class PostgresKeywords:
         ).all()
         return [(int(fid), float(score)) for fid, score in rows]
 
-    def newest(
-        self, conn: Connection, chunks: Sequence[str], *, limit: int
-    ) -> list[tuple[int, float]]:
-        if not chunks:
-            return []
-        query, params = self._query(chunks, True)
-        rows = conn.execute(
-            text(
-                f"SELECT f.id, -ts_rank(f.content_tsv, q.q, 1) AS score "
-                f"FROM facts f, (SELECT {query} AS q) q "
-                f"WHERE f.content_tsv @@ q.q ORDER BY f.id DESC LIMIT :limit"
-            ),
-            {**params, "limit": limit},
-        ).all()
-        return [(int(fid), float(score)) for fid, score in rows]
+    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
+        # The same tsquery as _query() builds as text, made of expressions here so that
+        # the ACL's clauses can join it in one statement.
+        phrases = [
+            func.phraseto_tsquery(
+                TS_CONFIG, func.regexp_replace(bindparam(f"c{i}"), "[^[:alnum:]]+", " ", "g")
+            )
+            for i in range(chunks)
+        ]
+        query: Any = phrases[0]
+        for phrase in phrases[1:]:
+            query = query.op("||")(phrase)
+        tsv: Any = literal_column("facts.content_tsv")
+        return (
+            select(facts.c.id, -func.ts_rank(tsv, query, 1))
+            .where(tsv.op("@@")(query), *clauses)
+            .order_by(facts.c.id.desc())
+            .limit(bindparam("limit"))
+        )
+
+    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]:
+        return {**{f"c{i}": _unquote(c) for i, c in enumerate(chunks)}, "limit": limit}
 
     def document_frequency(self, conn: Connection, chunk: str) -> int:
         query, params = self._query([chunk], False)
