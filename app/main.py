@@ -22,12 +22,13 @@ from prometheus_client import CollectorRegistry
 
 from app import __version__
 from app.api.cors import Cors
+from app.api.docs import install_docs
 from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
 from app.auth.tokens import TokenVerifier
-from app.mcp.http import JwtVerifier, McpEndpoint, token_subject
+from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, token_subject
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
@@ -79,6 +80,9 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        # Their CDN scripts would leave them blank offline: app.api.docs serves /docs.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     # Per app, not prometheus_client's global one: two apps in one process (tests) never clash.
@@ -86,8 +90,13 @@ def create_app(
     app.state.metrics_registry = registry
     registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
+    install_docs(app)
     app.add_middleware(JsonBodyMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.limits.body_bytes,
+        refusals={MCP_PATH: jsonrpc_refusal},
+    )
     if settings.http.cors_origins:
         # Outside the body checks, so a preflight (OPTIONS, no body) is answered before them.
         app.add_middleware(Cors, origins=settings.http.cors_origins)

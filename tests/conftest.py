@@ -57,6 +57,23 @@ def both_backends(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked only_backend("sqlite") in a suite on both backends is not collected
+    for the other one (deselected, not skipped: it has nothing to say there)."""
+    kept, dropped = [], []
+    for item in items:
+        marker = item.get_closest_marker("only_backend")
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("backend") if callspec is not None else None
+        if marker is not None and param is not None and param != marker.args[0]:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresForTests]:
     server = PostgresForTests(TEST_WIDTH)

@@ -55,3 +55,18 @@ def test_the_quality_bench_prints_every_figure_per_mode_and_kind() -> None:
                 )
                 assert 0.0 <= low <= mean <= high <= 1.0, row
     assert sum(line.startswith("| R@5 | ") for line in lines) == 2, out  # vs keyword, semantic
+
+
+def test_the_hybrid_cost_bench_prints_every_variant_against_the_fusion_before() -> None:
+    out = run("bench.hybrid_cost")
+    rows = [line for line in out.splitlines() if line.startswith("| 1500 |")]
+    names = [row.split("|")[2].strip() for row in rows]
+    assert names == [
+        "semantic",
+        "hybrid (as it runs)",
+        "hybrid, one thread",
+        "hybrid, one thread, every relaxed match",
+        "hybrid, strict tier only (7ca32f6)",
+    ]
+    assert rows[-1].split("|")[5].strip() == "1.00"
+    assert all(float(row.split("|")[3]) > 0 for row in rows)

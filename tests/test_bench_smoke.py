@@ -11,6 +11,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("*_bench.py"))
+# Each bench in its smoke size; the soak (bench/soak.py) on both backends.
+RUNS = [(name, ()) for name in BENCHES] + [
+    ("soak", ()),
+    ("soak", ("--backend", "postgresql")),
+]
 
 
 def test_the_benches_are_found() -> None:
@@ -18,10 +23,10 @@ def test_the_benches_are_found() -> None:
 
 
 @pytest.mark.slow  # starts a process per bench (make test-fast leaves it out)
-@pytest.mark.parametrize("name", BENCHES)
-def test_bench_runs_in_smoke_mode_and_prints_its_table(name: str) -> None:
+@pytest.mark.parametrize(("name", "extra"), RUNS, ids=[" ".join((n, *e)) for n, e in RUNS])
+def test_bench_runs_in_smoke_mode_and_prints_its_table(name: str, extra: tuple[str, ...]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", f"bench.{name}", "--smoke"],
+        [sys.executable, "-m", f"bench.{name}", "--smoke", *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -45,7 +45,14 @@ def test_dockerfile_is_lint_clean() -> None:
 def test_dockerfile_has_the_habits() -> None:
     text = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE)
-    assert len(stages) == 2 and "ARG PYTHON_IMAGE=python:3.12-slim" in text
+    assert len(stages) == 2
+    # The base pinned by digest, every third-party package by hash (the lock files).
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.12-slim@sha256:[0-9a-f]{64}$", text, re.M)
+    installs = re.findall(r"pip install [^\n]*", text)
+    assert installs and all(
+        "--require-hashes" in line or line.rstrip().endswith("--no-deps .") for line in installs
+    ), installs
+    assert "-r requirements/run.txt" in text and "-r requirements/tokenizer.txt" in text
     assert re.search(r"^USER (?!root|0\b)", text, flags=re.MULTILINE)
     assert 'VOLUME ["/data"]' in text and "EXPOSE 8420" in text
     assert re.search(r"^HEALTHCHECK .*\n.*python.*/healthz", text, flags=re.MULTILINE)
@@ -71,6 +78,8 @@ def test_dockerfile_has_the_habits() -> None:
         "!README.md",
         "!app",
         "!migrations",
+        "!requirements/run.txt",
+        "!requirements/tokenizer.txt",
     }
 
 
@@ -84,6 +93,8 @@ def test_compose_file() -> None:
     assert mount == "/data" and volume in compose["volumes"]
     check = service["healthcheck"]
     assert check["test"][0] == "CMD" and "/healthz" in " ".join(check["test"])
+    # A read-only root: only the volume and an in-memory /tmp are writable.
+    assert service["read_only"] is True and service["tmpfs"] == ["/tmp"]
     env = service["environment"]
     assert INTERPOLATION.match(env["EMBORNAL_JWT_SECRET"])
     for key, value in env.items():
@@ -175,6 +186,18 @@ def test_the_installed_package_migrates_pulls_and_serves(tmp_path: Path) -> None
     assert places["weights"] == str(cache / "embornal")
     assert (data / "embornal" / "memory.db").is_file()
 
+    # As under compose's `read_only: true`: the weights the image holds cannot be written.
+    # (Bind-mounted read-only over themselves: this test runs as root, as CI does.)
+    weights = cache / "embornal"
+    sh("mount", "--bind", weights, weights, cwd=tmp_path)
+    try:
+        sh("mount", "-o", "remount,ro,bind", weights, cwd=tmp_path)
+        serve_and_check(embornal, env, tmp_path, data)
+    finally:
+        sh("umount", weights, cwd=tmp_path)
+
+
+def serve_and_check(embornal: Path, env: dict[str, str], tmp_path: Path, data: Path) -> None:
     port = free_port()
     server = subprocess.Popen(
         [str(embornal), "serve", "--port", str(port)],
@@ -189,6 +212,10 @@ def test_the_installed_package_migrates_pulls_and_serves(tmp_path: Path) -> None
         assert ready["status"] == "ready" and ready["model"]["loaded"], ready
         key = data / "embornal" / "jwt-secret"  # first start: the key, on the volume
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        # /docs and its assets are in the installed package (no CDN).
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            assert client.get("/docs").status_code == 200
+            assert client.get("/docs/assets/swagger-ui-bundle.js").status_code == 200
     finally:
         server.terminate()
         try:
@@ -234,6 +261,8 @@ def test_postgres_compose_file_runs_two_replicas_on_one_database(tmp_path: Path)
     assert env["EMBORNAL_DATABASE__PASSWORD_FILE"].startswith("/run/secrets/")
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD_FILE"].startswith("/run/")
     assert "pgvector" in services["postgres"]["image"]
+    for replica in replicas:
+        assert replica["read_only"] is True and replica["tmpfs"] == ["/tmp"]
     proxy = services["proxy"]["command"]
     assert "embornal-a:8420" in proxy and "embornal-b:8420" in proxy
     # Every EMBORNAL_ variable is a key the settings know.

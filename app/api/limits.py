@@ -9,11 +9,15 @@ lies.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response
+from app.errors import EmbornalError, PayloadTooLarge
 
 TOO_LARGE = "The request body is larger than {limit} bytes."
 
@@ -27,9 +31,18 @@ class BodyTooLarge(HTTPException):
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """`refusals` answers for the paths that speak another protocol (/mcp: a JSON-RPC
+    error the MCP client can show), by path; every other path gets the 413 problem."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        refusals: Mapping[str, Callable[[EmbornalError], Response]] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.refusals = dict(refusals or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,7 +80,9 @@ class BodyLimitMiddleware:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem_response(413, TOO_LARGE.format(limit=self.max_bytes))
+        detail = TOO_LARGE.format(limit=self.max_bytes)
+        answer = self.refusals.get(scope.get("path", ""))
+        response = answer(PayloadTooLarge(detail)) if answer else problem_response(413, detail)
         # The client may still be sending: close rather than read a body we refused.
         response.headers["Connection"] = "close"
         await response(scope, receive, send)

@@ -24,13 +24,16 @@ from app.errors import (
     Conflict,
     EmbornalError,
     Forbidden,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    TokenExpired,
     Unauthorized,
     Unavailable,
     UnsupportedMediaType,
     invalid_detail,
+    is_public,
 )
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ _KNOWN: dict[int, tuple[str, str]] = {
         PayloadTooLarge,
         UnsupportedMediaType,
         InvalidInput,
+        InsufficientStorage,
     )
 }
 _KNOWN[405] = ("/problems/method-not-allowed", "Method not allowed")
@@ -91,11 +95,16 @@ def problem_response(
 
 async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EmbornalError)
-    if exc.status >= 500 and not isinstance(exc, Unavailable):
+    if not is_public(exc):
         # Config and start-up errors name files: they are for the log, not the client.
         log.error("request failed: %s: %s", type(exc).__name__, exc.detail)
         return problem_response(500, "The server failed to handle the request.")
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    headers = None
+    if isinstance(exc, Unauthorized):
+        challenge = exc.challenge() if isinstance(exc, TokenExpired) else "Bearer"
+        headers = {"WWW-Authenticate": challenge}
+    if isinstance(exc, Unavailable) and exc.retry_after is not None:
+        headers = {"Retry-After": str(exc.retry_after)}
     type_ = exc.type if exc.type != "about:blank" else None
     return problem_response(
         exc.status, exc.detail, title=exc.title, type_=type_, errors=exc.errors, headers=headers

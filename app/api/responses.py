@@ -15,11 +15,14 @@ _DESCRIPTIONS = {
     415: "The request body is not application/json",
     422: "Invalid input; `errors` names the fields",
     500: "Unexpected server error",
-    503: "A needed part of the service is unavailable",
+    503: "A needed part of the service is unavailable (the database, the model); "
+    "Retry-After, when present, says how many seconds to wait",
+    507: "The database's disk is full; nothing was written",
 }
 
-# Every authenticated route can give these.
-AUTHED = (401, 422, 500)
+# Every authenticated route can give these: each reads the database, and each may write
+# (a read by id is a recall).
+AUTHED = (401, 422, 500, 503, 507)
 # A route that reads a JSON body can also give these (app.api.limits).
 WITH_BODY = (413, 415)
 

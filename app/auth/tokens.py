@@ -1,9 +1,11 @@
 """Bearer tokens (SPEC "Auth"): verify them, issue them with the local key, read durations.
 
 Every refusal is the same Unauthorized("invalid or missing bearer token"): a caller
-learns nothing about which check failed. The reason goes to the log (debug level,
-or warning when the operator must act, such as an unreachable JWKS URL); the log
-never holds the token.
+learns nothing about which check failed, but one. A token that passed every check but
+its expiry says so (EXPIRED_MESSAGE): its holder needs to know to get a new one, and
+only the key's holder can have made it (the signature is checked before `exp`).
+The reason goes to the log (debug level, or warning when the operator must act, such
+as an unreachable JWKS URL); the log never holds the token.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from app.auth.subjects import validate_subject
 # Re-exported: the CLI and older callers read durations from here.
 from app.durations import MAX_DURATION as MAX_DURATION
 from app.durations import parse_duration as parse_duration
-from app.errors import ConfigError, InvalidInput, Unauthorized
+from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 UNAUTHORIZED_MESSAGE = "invalid or missing bearer token"
+EXPIRED_MESSAGE = "the bearer token has expired"
 # Far above any real token (an IdP token with many claims is 1-2 KiB), low enough
 # that a hostile header costs nothing to refuse before any decoding.
 MAX_TOKEN_CHARS = 8 * 1024
@@ -93,6 +96,11 @@ class TokenVerifier:
         """Return the token's subject, or raise Unauthorized with the one fixed message."""
         try:
             return self._verify(token)
+        except jwt.ExpiredSignatureError:
+            if self._valid_but_expired(token):
+                logger.debug("bearer token refused: expired")
+                raise TokenExpired(EXPIRED_MESSAGE) from None
+            logger.debug("bearer token refused: expired, and not valid otherwise")
         except _Refused as exc:
             logger.debug("bearer token refused: %s", exc)
         # %r below: PyJWT messages can quote token fields (a `kid`), which must not
@@ -109,7 +117,16 @@ class TokenVerifier:
             logger.warning("bearer token check failed unexpectedly", exc_info=True)
         raise Unauthorized(UNAUTHORIZED_MESSAGE) from None
 
-    def _verify(self, token: str | None) -> str:
+    def _valid_but_expired(self, token: str | None) -> bool:
+        """Whether an expired token passes every other check (PyJWT checks `exp` before
+        `iss` and `aud`: a token for another audience must not hear it is only expired)."""
+        try:
+            self._verify(token, check_expiry=False)
+        except Exception:
+            return False
+        return True
+
+    def _verify(self, token: str | None, *, check_expiry: bool = True) -> str:
         if not isinstance(token, str) or not token:
             raise _Refused("no token")
         if len(token) > MAX_TOKEN_CHARS:
@@ -136,7 +153,7 @@ class TokenVerifier:
             audience=self._audience,
             issuer=self._issuer,
             leeway=self._leeway,
-            options=self._options,
+            options=self._options if check_expiry else {**self._options, "verify_exp": False},
         )
         if self._max_lifetime is not None:
             _check_lifetime(claims, self._max_lifetime)

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, func, select
 
 from app.db.dialects import backend
 from app.db.engine import connect_file
+from app.db.faults import SQLITE_FULL
 from app.db.tables import facts
 from app.errors import EmbornalError, InvalidInput
 from app.files import publish, temp_beside
@@ -80,6 +81,14 @@ def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> Back
     )
 
 
+def _write_failure(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return str(exc.strerror or exc)
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == SQLITE_FULL:
+        return "the disk is full"
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def backup_database(engine: Engine, target: Path, *, force: bool = False) -> BackupReport:
     """Copy the live memory to `target` with SQLite's online backup, then check the copy.
 
@@ -113,9 +122,13 @@ def backup_database(engine: Engine, target: Path, *, force: bool = False) -> Bac
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
         publish(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
             leftover.unlink(missing_ok=True)
+        if isinstance(exc, sqlean.Error | OSError):
+            # The copy could not be written (a full disk is SQLITE_FULL or ENOSPC): one
+            # line for the console, and nothing left under the final name or beside it.
+            raise EmbornalError(f"the backup to {target} failed: {_write_failure(exc)}") from None
         raise
     return BackupReport(
         path=target,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import math
 import os
 import stat
 import threading
@@ -33,13 +34,18 @@ from typing import Any
 import sqlean
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from app.db import faults
 from app.dirs import DATABASE_COMPANIONS, make_private_dir
 
 log = logging.getLogger(__name__)
 
 WRITE = "IMMEDIATE"
 READ = "DEFERRED"
+# The longest a PostgreSQL request waits for a pooled connection or a new one.
+MAX_WAIT_SECONDS = 10.0
 
 # One queue per engine for this process's writers. SQLite's busy handler polls with
 # sleeps of up to 100 ms, so a waiting writer loses the lock again and again to
@@ -145,14 +151,32 @@ def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> 
     parameter), so a runaway query cannot hold a pool connection forever.
     """
     options = f"-c statement_timeout={int(statement_timeout_ms)}"
+    # A request never waits without bound: for a connection from the pool (more
+    # requests than pool_size + overflow queue, then 503), for a server to accept one
+    # (a stopped or unreachable server fails at once or within connect_timeout), or for
+    # a statement (the server's statement_timeout). Each bound is the statement
+    # timeout, capped so a request fails within seconds when the server is gone.
+    wait = min(statement_timeout_ms / 1000, MAX_WAIT_SECONDS) or MAX_WAIT_SECONDS
     engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=2 * pool_size,
+        pool_timeout=wait,
         # A replica outlives database restarts and failovers: test a pooled connection
         # before handing it out rather than failing the request that draws it.
         pool_pre_ping=True,
-        connect_args={"options": options, "application_name": "embornal"},
+        connect_args={
+            "options": options,
+            "application_name": "embornal",
+            "connect_timeout": max(1, math.ceil(wait)),
+            # A server that vanishes without closing the connection (a host down, a
+            # partition) sends no error and enforces no statement timeout: TCP keepalive
+            # probes find it within wait + 3 s. libpq ignores them on a unix socket.
+            "keepalives": 1,
+            "keepalives_idle": max(1, math.ceil(wait)),
+            "keepalives_interval": 1,
+            "keepalives_count": 3,
+        },
     )
     _modes[engine] = ({"isolation_level": "REPEATABLE READ"}, {})
     return engine
@@ -196,7 +220,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     # Past the busy timeout, BEGIN IMMEDIATE waits (and fails) as it would without the queue.
     queued = queue is not None and queue.acquire(timeout=timeout)
     try:
-        with engine.connect() as conn:
+        with faults_as_problems(engine), engine.connect() as conn:
             conn.execution_options(**_modes.get(engine, ({}, {}))[1])
             with conn.begin():
                 yield conn
@@ -208,8 +232,29 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 @contextmanager
 def read_transaction(engine: Engine) -> Iterator[Connection]:
     """A read snapshot; rolled back at the end (it has nothing to keep)."""
-    with engine.connect() as conn:
+    with faults_as_problems(engine), engine.connect() as conn:
         conn.execution_options(**_modes.get(engine, ({}, {}))[0])
         with conn.begin() as tx:
             yield conn
             tx.rollback()
+
+
+@contextmanager
+def faults_as_problems(engine: Engine) -> Iterator[None]:
+    """Turn a database fault inside the block into the problem a client can act on
+    (app.db.faults: a 503 with Retry-After, a 507); other errors pass unchanged.
+
+    Every transaction runs under this, so no front end sees a driver's exception for
+    a database that is gone, busy, slow or out of disk. The connection that failed is
+    invalidated by SQLAlchemy when the driver says it is dead, and pre-ping replaces
+    the others on their next checkout: the process recovers with the database.
+    """
+    try:
+        yield
+    except (DBAPIError, PoolTimeout) as exc:
+        timeout = getattr(engine.pool, "timeout", None)
+        problem = faults.as_problem(exc, pool_timeout=timeout() if callable(timeout) else None)
+        if problem is None:
+            raise
+        faults.log_fault(exc, problem)
+        raise problem from None

@@ -124,7 +124,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _is_verified(target: Path, f: ModelFile, cache: _VerifiedCache) -> bool:
+def _is_verified(
+    target: Path, f: ModelFile, cache: _VerifiedCache, *, best_effort: bool = False
+) -> bool:
+    """Whether `target` is `f`, recording a fresh hash in the sidecar (only where it can
+    be written, with `best_effort`)."""
     try:
         if target.stat().st_size != f.size:
             return False
@@ -134,7 +138,11 @@ def _is_verified(target: Path, f: ModelFile, cache: _VerifiedCache) -> bool:
         return True
     if sha256_file(target) != f.sha256:
         return False
-    cache.record(target, f.sha256)
+    if best_effort:
+        with contextlib.suppress(OSError):
+            cache.record(target, f.sha256)
+    else:
+        cache.record(target, f.sha256)
     return True
 
 
@@ -209,6 +217,8 @@ class _Fetcher:
         return self._client
 
     def ensure(self) -> Path:
+        if self._all_verified_without_writing():
+            return self.model_dir
         self.model_dir.mkdir(parents=True, exist_ok=True)
         with _locked(self.model_dir):
             cache = _VerifiedCache(self.model_dir)
@@ -219,6 +229,17 @@ class _Fetcher:
                 self._obtain(f, target)
                 cache.record(target, f.sha256)
         return self.model_dir
+
+    def _all_verified_without_writing(self) -> bool:
+        """Whether every file is there and verified, with no lock and no write: a container
+        with a read-only root (compose's `read_only: true`) starts on the weights its image
+        holds. A file the sidecar does not know (an mtime changed in a copy) is hashed, and
+        recorded only where the directory can be written."""
+        cache = _VerifiedCache(self.model_dir)
+        return all(
+            _is_verified(self.model_dir / f.name, f, cache, best_effort=True)
+            for f in self.spec.files
+        )
 
     def _obtain(self, f: ModelFile, target: Path) -> None:
         part = _part(target)

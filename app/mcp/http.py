@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,11 +35,17 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
-from app.errors import BadRequest, EmbornalError, Forbidden, Unauthorized
+from app.errors import BadRequest, EmbornalError, Forbidden, TokenExpired, Unauthorized
 from app.settings import HttpSettings
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+# JSON-RPC's code for a request the server will not take (a bad token, a body too large).
+INVALID_REQUEST = -32600
+
+# Why the verifier refused this request's token: set while the bearer backend
+# authenticates, read by _RequireBearer in the same request (one task, one context).
+_refusal: ContextVar[Unauthorized | None] = ContextVar("mcp_token_refusal", default=None)
 
 
 class JwtVerifier:
@@ -61,8 +68,9 @@ class JwtVerifier:
 
         try:
             subject = await anyio.to_thread.run_sync(check)
-        except Unauthorized:
-            return None  # the reason is in the verifier's log, as for REST
+        except Unauthorized as refused:
+            _refusal.set(refused)  # the reason is in the verifier's log, as for REST
+            return None
         # Anything else (the database down) is the server's failure, answered as REST's 500.
         return AccessToken(token=token, client_id=subject, scopes=[], subject=subject)
 
@@ -76,8 +84,10 @@ def token_subject() -> str:
 
 
 class _RequireBearer:
-    """401 problem with `WWW-Authenticate` (naming the resource metadata, as the MCP
-    authorization spec asks) for a request the bearer backend did not authenticate."""
+    """401 with `WWW-Authenticate` (naming the resource metadata, as the MCP authorization
+    spec asks) for a request the bearer backend did not authenticate. Its body is a
+    JSON-RPC error (the problem in `data`): the SDK client shows a JSON-RPC error's message
+    to its caller, and only a generic "error response" for any other body."""
 
     def __init__(
         self, app: Callable[[Scope, Receive, Send], Any], base_url: Callable[[Request], str]
@@ -90,10 +100,14 @@ class _RequireBearer:
             return
         request = Request(scope)
         challenge = f'Bearer resource_metadata="{self.base_url(request)}{METADATA_PATH}"'
+        refused = _refusal.get() or Unauthorized(UNAUTHORIZED_MESSAGE)
         if "authorization" in request.headers:
-            # RFC 6750: an error code only when a token was sent; which check failed stays unsaid.
+            # RFC 6750: an error code only when a token was sent; which check failed stays
+            # unsaid, but for expiry (app.auth.tokens says why).
             challenge += ', error="invalid_token"'
-        response = _problem(Unauthorized(UNAUTHORIZED_MESSAGE))
+            if isinstance(refused, TokenExpired):
+                challenge += f', error_description="{refused.detail}"'
+        response = jsonrpc_refusal(refused)
         response.headers["WWW-Authenticate"] = challenge
         await response(scope, receive, send)
 
@@ -103,6 +117,20 @@ def _problem(error: EmbornalError) -> JSONResponse:
     body = {"type": error.type, "title": error.title, "status": error.status}
     body["detail"] = error.detail
     return JSONResponse(body, status_code=error.status, media_type="application/problem+json")
+
+
+def jsonrpc_refusal(error: EmbornalError) -> JSONResponse:
+    """An HTTP error status whose body is a JSON-RPC error (`id` null: the request was
+    refused before it was read; the SDK puts back its own id), with the problem REST
+    would give as its `data`."""
+    problem = {"type": error.type, "title": error.title, "status": error.status}
+    problem["detail"] = error.detail
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INVALID_REQUEST, "message": error.detail, "data": problem},
+    }
+    return JSONResponse(body, status_code=error.status)
 
 
 def _origin_of(url: str) -> str:

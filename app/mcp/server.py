@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from app import __version__
-from app.errors import EmbornalError, InvalidInput, Unavailable, invalid_detail
+from app.errors import EmbornalError, InvalidInput, invalid_detail, is_public
 from app.mcp import schemas as s
 from app.schemas.facts import Fact, FactList, FactsOut, StoredFact, StoredFacts
 from app.schemas.meta import WhoAmI
@@ -376,7 +376,7 @@ def arguments_of(spec: ToolSpec, raw: Mapping[str, Any]) -> s.ToolInput:
 
 def error_text(exc: Exception) -> str:
     """The one line a refused call gives: the HTTP problem's `detail`, never internals."""
-    if isinstance(exc, EmbornalError) and (exc.status < 500 or isinstance(exc, Unavailable)):
+    if is_public(exc):
         return exc.detail
     return INTERNAL_DETAIL
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 
 from app.embeddings.base import Embedder
+from app.errors import EmbornalError
 from app.services.embedding import reindex
 
 log = logging.getLogger(__name__)
@@ -96,10 +97,20 @@ class EmbedWorker:
             self._wake.clear()
             try:
                 self.run_pass()
-            except Exception:
-                # A failing model or a locked database: try again at the next poll,
-                # rather than spin on the same batch.
-                log.exception("background embedding failed; retrying in %.0f s", self.poll_seconds)
+            except Exception as exc:
+                # A failing model or a database that is away: try again at the next poll,
+                # rather than spin on the same batch. A database fault (app.db.faults) is
+                # one line; it would repeat its traceback every poll while the outage lasts.
+                if isinstance(exc, EmbornalError) and exc.public:
+                    log.warning(
+                        "background embedding paused, retrying in %.0f s: %s",
+                        self.poll_seconds,
+                        exc.detail,
+                    )
+                else:
+                    log.exception(
+                        "background embedding failed; retrying in %.0f s", self.poll_seconds
+                    )
             else:
                 if not self._stop.is_set():
                     self._idle.set()

@@ -15,6 +15,7 @@ subject's fragment are built once and kept in its Access (Scope.statement).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,6 +60,11 @@ EXACT_RERANK = 2
 HYBRID_DEPTH = 20
 HYBRID_DEPTH_FACTOR = 2
 HYBRID_RELAXED_WORDS: int | None = 3
+# The relaxed tier ranks the newest this many visible matches (None: every match). On
+# bench.quality's dev split 200, 400, 1000 and every match gave the same figures (its
+# conversations are smaller than that); at 100k facts it takes milliseconds off a
+# hybrid search (bench/hybrid_cost.py).
+RELAXED_WINDOW: int | None = 200
 # Words that carry no topic: they never decide whether a fact matches (a fact that
 # shares only "the" or "or" with a question is not an answer to it). Question words
 # are here too, since agents ask in sentences. Single letters (the "s" of "what's",
@@ -163,6 +169,27 @@ def _fts_ranked(
         fetch *= 4
 
 
+def _newest_ranked(
+    conn: Connection, scope: Scope, chunks: list[str], want: int, window: int
+) -> list[tuple[int, float]]:
+    """Best bm25 first among the `window` newest visible facts holding any chunk.
+
+    An OR of common words matches a large share of a big memory, and FTS5 scores every
+    match before it can sort them (p50 6.5 ms for a median of 2,800 matches at 100k
+    facts, growing with the memory). Read newest first, the access rules and filters
+    applied in the same statement, it stops after `window` visible matches and scores
+    those alone (never fewer than `want`). Which facts are in the window depends on
+    facts the reader can see alone; with fewer visible matches, every one is ranked.
+    """
+    keywords = backend(conn).keywords
+    stmt = scope.statement(
+        f"newest-{len(chunks)}", lambda clauses: keywords.newest_statement(clauses, len(chunks))
+    )
+    rows = conn.execute(stmt, keywords.newest_params(chunks, max(window, want))).all()
+    ranked = sorted(((int(fid), float(score)) for fid, score in rows), key=lambda p: (p[1], p[0]))
+    return ranked[:want]
+
+
 def _is_content(chunk: str) -> bool:
     """A chunk carries a topic when one of its words is not a stop word."""
     return any(
@@ -214,7 +241,10 @@ def keyword_ranking(
     words = content
     if relaxed_words is not None and len(content) > relaxed_words:
         words = sorted(content, key=lambda c: (-len(c), content.index(c)))[:relaxed_words]
-    relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
+    if RELAXED_WINDOW is None:
+        relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
+    else:
+        relaxed = _newest_ranked(conn, scope, words, want + len(hits), RELAXED_WINDOW)
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
 
@@ -357,13 +387,15 @@ def prepare(
     cache: QueryCache | None = None,
     min_cosine: float = -1.0,
     now: float | None = None,
+    embed_now: bool = True,
     as_of: float | None = None,
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
     transaction opens, so a search never holds the database while the model runs.
 
     The query is embedded once (or taken from `cache`), and both halves of a
-    hybrid search share that vector.
+    hybrid search share that vector. With `embed_now` false, only checked: embed()
+    it later (a hybrid search ranks its keyword half meanwhile).
     """
     check_limit(limit)
     check_query(q, MAX_QUERY_CHARS)
@@ -376,21 +408,15 @@ def prepare(
     for tag in tags or ():
         parse_tag_filter(tag)
     mode = mode or ("hybrid" if embedder is not None else "keyword")
-    vector = None
-    if mode in ("semantic", "hybrid"):
-        if embedder is None:
-            reason = model_problem or "no embedding model is loaded"
-            raise Unavailable(f"{mode} search needs an embedding model: {reason}")
-        if cache is not None:
-            vector = cache.embed_query(embedder, q)
-        else:
-            vector = np.asarray(embedder.embed_query(q), dtype=np.float32)
+    if mode in ("semantic", "hybrid") and embedder is None:
+        reason = model_problem or "no embedding model is loaded"
+        raise Unavailable(f"{mode} search needs an embedding model: {reason}")
     span = timewords.window(q, now) if now is not None and mode != "keyword" else None
-    return Query(
+    query = Query(
         q,
         mode,
         limit,
-        vector,
+        None,
         under,
         tuple(tags or ()),
         min_strength,
@@ -399,6 +425,19 @@ def prepare(
         span,
         as_of,
     )
+    return embed(query, embedder, cache) if embed_now else query
+
+
+def embed(query: Query, embedder: Embedder | None, cache: QueryCache | None = None) -> Query:
+    """The query with its vector, when its mode needs one (checked by prepare())."""
+    if query.mode == "keyword":
+        return query
+    assert embedder is not None
+    if cache is not None:
+        vector = cache.embed_query(embedder, query.q)
+    else:
+        vector = np.asarray(embedder.embed_query(query.q), dtype=np.float32)
+    return dataclasses.replace(query, vector=vector)
 
 
 def keyword_score(position: int) -> float:
@@ -517,13 +556,59 @@ def _created_in(conn: Connection, ids: Sequence[int], window: Window | None) -> 
     return frozenset(conn.execute(stmt, params).scalars())
 
 
+@dataclass(frozen=True)
+class KeywordHalf:
+    """The keyword half of a hybrid search: both tiers' matches, best first, and the
+    share of the question each one holds."""
+
+    hits: list[KeywordHit]
+    shares: dict[int, float]
+
+
+def _hybrid_depth(limit: int) -> int:
+    return max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
+
+
+def keyword_half(conn: Connection, ctx: Context, query: Query) -> KeywordHalf:
+    """Rank the keyword half of hybrid `query`: it needs no vector, so it can run (in a
+    snapshot of its own) while the query is embedded and the semantic half ranks."""
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
+    depth = _hybrid_depth(query.limit)
+    hits = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
+    wanted, held = held_words(conn, query.q, [hit.fact_id for hit in hits])
+    return KeywordHalf(hits, rarity_shares(wanted, held))
+
+
+def semantic_half(
+    conn: Connection, ctx: Context, query: Query, index: VectorIndex
+) -> list[tuple[int, float]]:
+    """(fact id, cosine distance) nearest first, as deep as `query`'s mode ranks; a
+    candidate under the query's cosine floor is no match, in semantic and hybrid alike."""
+    assert query.vector is not None
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
+    depth = query.limit if query.mode == "semantic" else _hybrid_depth(query.limit)
+    vectors = backend(conn).vectors
+    if vectors.in_database:
+        nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
+    else:
+        nearest = semantic_ranking(conn, scope, index, query.vector, depth)
+    return [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
+
+
 def rank(
-    conn: Connection, ctx: Context, query: Query, index: VectorIndex, fusion: Fusion = FUSION
+    conn: Connection,
+    ctx: Context,
+    query: Query,
+    index: VectorIndex,
+    fusion: Fusion = FUSION,
+    *,
+    keyword: KeywordHalf | None = None,
+    semantic: list[tuple[int, float]] | None = None,
 ) -> Ranking:
     """Rank the facts the subject may see; reads only (a read transaction will do).
 
-    Each half runs once; scores are made for the page alone. Semantic candidates
-    under the query's cosine floor are no match, in semantic and hybrid alike.
+    Each half runs once (here, unless `keyword` or `semantic` brings it, ranked in an
+    earlier snapshot); scores are made for the page alone.
     """
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     limit = query.limit
@@ -536,26 +621,19 @@ def rank(
             order.append((hit.fact_id, score))
             scores[hit.fact_id] = {"keyword": score, "all_words": hit.all_words}
         return Ranking(query.mode, order, scores, query.sort, query.as_of)
-    assert query.vector is not None
-    depth = limit if query.mode == "semantic" else max(HYBRID_DEPTH_FACTOR * limit, HYBRID_DEPTH)
-    vectors = backend(conn).vectors
-    if vectors.in_database:
-        semantic = vectors.nearest(conn, scope.clauses(), query.vector, depth)
-    else:
-        semantic = semantic_ranking(conn, scope, index, query.vector, depth)
-    semantic = [(fid, d) for fid, d in semantic if 1.0 - d >= query.min_cosine]
+    if semantic is None:
+        semantic = semantic_half(conn, ctx, query, index)
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
         cosines = {fid: {"cosine": c} for fid, c in order}
         return Ranking(query.mode, order, cosines, query.sort, query.as_of)
-    keyword = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
-    wanted, held = held_words(conn, query.q, [hit.fact_id for hit in keyword])
-    shares = rarity_shares(wanted, held)
-    candidates = [hit.fact_id for hit in keyword] + [fid for fid, _ in semantic]
+    half = keyword if keyword is not None else keyword_half(conn, ctx, query)
+    keyword_hits, shares = half.hits, half.shares
+    candidates = [hit.fact_id for hit in keyword_hits] + [fid for fid, _ in semantic]
     in_window = _created_in(conn, candidates, query.window) if fusion.time_boost else frozenset()
-    order = fuse(keyword, semantic, limit, fusion, shares, in_window)
+    order = fuse(keyword_hits, semantic, limit, fusion, shares, in_window)
     page = {fid for fid, _ in order}
-    for position, hit in enumerate(keyword, start=1):
+    for position, hit in enumerate(keyword_hits, start=1):
         if hit.fact_id in page:
             scores[hit.fact_id] = {
                 "keyword": keyword_score(position),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
@@ -29,13 +30,14 @@ from typing import IO, Any
 import numpy as np
 from sqlalchemy import Connection, text
 
+from app.auth.subjects import validate_subject
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, is_public
 from app.rules import LOCAL_SUBJECT, MAX_SIMILAR, ListSort, Mode, OnDuplicate, SearchSort
 from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
@@ -376,8 +378,8 @@ class Memory:
         search `as_of` a moment (the memory as it stood then; never a recall).
         """
         rt = self.runtime
-        if request.as_of is not None:
-            parse_moment(request.as_of)  # a bad moment costs no model time
+        # Checked first: a bad or out-of-range moment costs no model time.
+        at = self._moment(subject, request.as_of)
         # The model loaded here, embedding before any transaction; whether another
         # process switched the memory to another model since is asked in the ranking's
         # snapshot (one read there, not a transaction of its own). A keyword search
@@ -385,21 +387,71 @@ class Memory:
         uses_model = request.mode != "keyword"
         # With no model loaded, look for one first: prepare() would refuse without it.
         embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
-        query = self._prepare_search(request, embedder)
-        with self.transaction(subject) as (conn, ctx):
-            query = replace(query, as_of=fact_service.moment(conn, ctx, request.as_of))
-            switched = uses_model and not rt.model_is_current(conn)
-            ranking = None if switched else search_service.rank(conn, ctx, query, rt.vector_index)
+        checked = replace(self._prepare_search(request, embedder, embed_now=False), as_of=at)
+        ranking = self._rank(subject, checked, embedder, uses_model)
         if ranking is None:
-            query = replace(self._prepare_search(request, self._model()), as_of=query.as_of)
+            query = replace(self._prepare_search(request, self._model()), as_of=at)
             with self.transaction(subject) as (conn, ctx):
                 ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-        recalls = not request.peek and request.as_of is None
+        recalls = not request.peek and at is None
         with self.transaction(subject, write=recalls) as (conn, ctx):
             return search_service.deliver(conn, ctx, ranking, peek=request.peek)
 
+    def _moment(self, subject: str, as_of: str | None) -> float | None:
+        """`as_of` checked against the memory (app.services.facts.moment), or None."""
+        if as_of is None:
+            return None
+        parse_moment(as_of)  # bad text is refused before any transaction opens
+        with self.transaction(subject) as (conn, ctx):
+            return fact_service.moment(conn, ctx, as_of)
+
+    def _rank(
+        self,
+        subject: str,
+        checked: search_service.Query,
+        embedder: Embedder | None,
+        uses_model: bool,
+    ) -> search_service.Ranking | None:
+        """Embed and rank `checked`; None when another process switched the model.
+
+        A hybrid search's keyword half needs no vector: it ranks in a snapshot of its
+        own, on a worker thread, while this one embeds the query and ranks the semantic
+        half (SQLite, numpy and onnxruntime release the GIL). No connection is held
+        while waiting for the worker (which may need one from the same pool); the
+        halves are fused in a third short snapshot, and deliver() checks every id
+        again, so snapshots apart cannot hand out a fact deleted in between.
+        """
+        rt = self.runtime
+        if checked.mode != "hybrid":
+            query = search_service.embed(checked, embedder, rt.query_cache)
+            with self.transaction(subject) as (conn, ctx):
+                if uses_model and not rt.model_is_current(conn):
+                    return None
+                return search_service.rank(conn, ctx, query, rt.vector_index)
+        keyword = self._workers().submit(self._keyword_half, subject, checked)
+        query = search_service.embed(checked, embedder, rt.query_cache)
+        with self.transaction(subject) as (conn, ctx):
+            if not rt.model_is_current(conn):
+                return None
+            semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
+        half = keyword.result()
+        with self.transaction(subject) as (conn, ctx):
+            return search_service.rank(
+                conn, ctx, query, rt.vector_index, keyword=half, semantic=semantic
+            )
+
+    def _keyword_half(
+        self, subject: str, query: search_service.Query
+    ) -> search_service.KeywordHalf:
+        with self.transaction(subject) as (conn, ctx):
+            return search_service.keyword_half(conn, ctx, query)
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """Threads for the halves of searches, shared by every Memory of the runtime."""
+        return self.runtime.search_workers()
+
     def _prepare_search(
-        self, request: SearchRequest, embedder: Embedder | None
+        self, request: SearchRequest, embedder: Embedder | None, *, embed_now: bool = True
     ) -> search_service.Query:
         rt = self.runtime
         floor = rt.settings.search.min_cosine
@@ -418,6 +470,7 @@ class Memory:
             cache=rt.query_cache,
             min_cosine=floor,
             now=self._clock(),
+            embed_now=embed_now,
         )
 
     # --- who and what ----------------------------------------------------------
@@ -431,7 +484,9 @@ class Memory:
             }
 
     def refuse_role_name(self, name: str) -> None:
-        """InvalidInput when `name` is a role's: it could not be a token's subject."""
+        """InvalidInput when `name` could not be a token's subject: not a valid subject
+        name (the verifier's rule), or a role's."""
+        validate_subject(name)
         with read_transaction(self.runtime.engine) as conn:
             policy_service.refuse_role_name(conn, name)
 
@@ -491,9 +546,15 @@ class Memory:
                 rt.follow_model()
             else:
                 migrations = Check(False, f"at {current}, head is {head}")
-        except Exception:
-            # The reason goes to the log: it may name the file or hold SQL.
-            log.exception("readiness check failed")
+        except Exception as exc:
+            if is_public(exc):
+                # A fault (gone, busy, timed out, disk full): its detail says which, and
+                # app.db.faults logged the driver's line. Readiness follows the database
+                # back without a restart: the next check draws a fresh connection.
+                database = Check(False, exc.detail)
+            else:
+                # The reason goes to the log: it may name the file or hold SQL.
+                log.exception("readiness check failed")
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
         index = (

@@ -186,12 +186,16 @@ def _tokens(settings: Settings) -> dict[str, str | None]:
         "no exp": jwt.encode({"sub": "alice"}, secret, "HS256"),
         "bad subject": jwt.encode({"sub": "a b", "exp": later}, secret, "HS256"),
         "tampered": good[:-3] + ("AAA" if not good.endswith("AAA") else "BBB"),
+        # Expired and forged: it must not hear that it is only expired.
+        "expired with a wrong key": jwt.encode(
+            {"sub": "alice", "exp": now - dt.timedelta(hours=1)}, "k" * 64, "HS256"
+        ),
     }
 
 
 BAD_TOKENS = [
-    "missing", "garbage", "expired", "wrong key", "alg none", "other alg", "no exp",
-    "bad subject", "tampered",
+    "missing", "garbage", "wrong key", "alg none", "other alg", "no exp",
+    "bad subject", "tampered", "expired with a wrong key",
 ]  # fmt: skip
 
 
@@ -203,6 +207,19 @@ def test_every_bad_token_is_the_same_401(client: TestClient, settings: Settings,
     problem = assert_problem(response, 401)
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert problem["detail"] == "invalid or missing bearer token"
+
+
+def test_an_expired_token_hears_that_it_expired(client: TestClient, settings: Settings) -> None:
+    """The one refusal that says why (RFC 6750 error_description): a genuine token whose
+    time is up, whose holder needs a new one."""
+    response = client.get(
+        "/v1/whoami", headers={"Authorization": f"Bearer {_tokens(settings)['expired']}"}
+    )
+    problem = assert_problem(response, 401)
+    assert problem["detail"] == "the bearer token has expired"
+    assert response.headers["www-authenticate"] == (
+        'Bearer error="invalid_token", error_description="the bearer token has expired"'
+    )
 
 
 def test_401_comes_before_validation(client: TestClient, fact_count) -> None:

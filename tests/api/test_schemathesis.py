@@ -29,16 +29,24 @@ The run is seeded and derandomized: the same requests every time. It is small by
 
     SCHEMATHESIS_MAX_EXAMPLES=500 .venv/bin/pytest tests/api/test_schemathesis.py
 
-One operation: add `-k whoami` (or any part of `GET /v1/whoami`).
+One operation: add `-k whoami` (or any part of `GET /v1/whoami`). `make fuzz` runs both
+tests with 500 examples an operation.
+
+`test_api_with_invalid_tokens` sends generated requests to every operation with tokens that
+are wrong in four ways (expired, another key, `alg: none`, not a JWT): a fifth as many
+examples, each sent once a kind.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -46,13 +54,18 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from starlette.types import Message, Receive, Scope, Send
 
+from app import b64url
+from app.auth.tokens import issue_token
 from app.embeddings.fake import FakeEmbedder
 from app.runtime import Runtime
+from app.settings import Settings
 from tests.api.conftest import Auth
 from tests.conftest import TEST_WIDTH
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi.json"
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
+# Each example of the invalid-token test is sent once per kind of bad token.
+INVALID_TOKEN_EXAMPLES = max(1, MAX_EXAMPLES // 5)
 SEED = 20_240_601
 
 # Operations whose input has rules the document cannot state: a path's segments (folded to
@@ -229,3 +242,58 @@ def seeded_app(app: FastAPI, auth: Auth, rt: Runtime) -> Iterator[FastAPI]:
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_api(case: schemathesis.Case, seeded_app: FastAPI, auth: Auth) -> None:
     case.call_and_validate(headers=auth("default"), additional_checks=[errors_are_problems])
+
+
+def invalid_tokens(settings: Settings) -> dict[str, str]:
+    """Bearer tokens the service must refuse, each a different way to be wrong."""
+    now = dt.datetime.now(dt.UTC)
+    claims = {"sub": "default", "iat": int(now.timestamp()), "exp": int(now.timestamp()) + 600}
+    header = b64url.encode(json.dumps({"alg": "none", "typ": "JWT"}).encode())
+    body = b64url.encode(json.dumps(claims).encode())
+    return {
+        "expired": issue_token(
+            settings, "default", dt.timedelta(hours=1), now=now - dt.timedelta(days=1)
+        ),
+        "another key": jwt.encode(claims, "not-the-service-key-" + "x" * 32, algorithm="HS256"),
+        "alg none": f"{header}.{body}.",
+        "not a JWT": "not-a-token",
+    }
+
+
+@pytest.fixture
+def current_app(app: FastAPI) -> Iterator[FastAPI]:
+    """The test's app, unseeded: a refused token reaches no fact."""
+    with TestClient(app):
+        CURRENT.app = app
+        try:
+            yield app
+        finally:
+            CURRENT.app = None
+
+
+@schema.parametrize()
+# The token check is the same on both backends: one is enough.
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@settings(
+    max_examples=INVALID_TOKEN_EXAMPLES,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_api_with_invalid_tokens(
+    case: schemathesis.Case, current_app: FastAPI, settings: Settings, fact_count: Any
+) -> None:
+    """Every operation with a token that is expired, signed with another key, `alg: none`
+    or not a JWT: no 5xx, never a 2xx from an operation that needs a token, every error a
+    problem, and nothing written. The public operations (health, readiness) answer as
+    they do without one."""
+    needs_token = bool(case.operation.definition.raw.get("security"))
+    before = fact_count()
+    for kind, token in invalid_tokens(settings).items():
+        response = case.call(headers={"Authorization": f"Bearer {token}"})
+        errors_are_problems(None, response, case)  # type: ignore[arg-type]
+        assert response.status_code < 500, (kind, response.status_code, response.text)
+        if needs_token:
+            # 401, or a request refused before its token is read: a URL no route takes
+            # (404), a method (405), a body too large, not JSON, or not valid JSON.
+            refused = (401, 404, 405, 413, 415, 422)
+            assert response.status_code in refused, (kind, case.formatted_path, response.text)
+    assert fact_count() == before

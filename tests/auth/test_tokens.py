@@ -19,12 +19,13 @@ from jwt.algorithms import OKPAlgorithm
 from app.auth import tokens
 from app.auth.keys import SECRET_ENV, ensure_secret
 from app.auth.tokens import (
+    EXPIRED_MESSAGE,
     MAX_TOKEN_CHARS,
     UNAUTHORIZED_MESSAGE,
     TokenVerifier,
     issue_token,
 )
-from app.errors import ConfigError, InvalidInput, Unauthorized
+from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized
 
 OTHER_SECRET = b"x" * 64
 
@@ -96,11 +97,23 @@ def test_issue_token_uses_first_configured_algorithm(settings_with):
     assert TokenVerifier(settings).verify(token) == "alice"
 
 
+def assert_expired(verifier: TokenVerifier, token: Any) -> None:
+    """The one refusal that says why: valid in every way but its time."""
+    with pytest.raises(TokenExpired) as caught:
+        verifier.verify(token)
+    assert caught.value.detail == EXPIRED_MESSAGE
+
+
 def test_issue_token_in_the_past_is_expired(hs):
     settings, _, verifier = hs
     long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     token = issue_token(settings, "alice", dt.timedelta(days=1), now=long_ago)
-    assert_refused(verifier, token)
+    assert_expired(verifier, token)
+
+
+def test_an_expired_token_beyond_leeway_says_expired(hs, claims):
+    _, secret, verifier = hs
+    assert_expired(verifier, jwt.encode(claims(exp=int(time.time()) - 60), secret, "HS256"))
 
 
 @pytest.mark.parametrize("subject", ["a b", "a=b", "a,b", "", "x" * 129])
@@ -172,8 +185,15 @@ HS_BAD: dict[str, Any] = {
     ),
     "wrong-key": lambda s, c: jwt.encode(c(), OTHER_SECRET, algorithm="HS256"),
     "alg-outside-list": lambda s, c: jwt.encode(c(), s, algorithm="HS384"),
-    "expired-beyond-leeway": lambda s, c: jwt.encode(
-        c(exp=int(time.time()) - 60), s, algorithm="HS256"
+    # Expired and wrong otherwise: it must not hear that it is only expired.
+    "expired-and-forged": lambda s, c: jwt.encode(
+        c(exp=int(time.time()) - 60), OTHER_SECRET, algorithm="HS256"
+    ),
+    "expired-and-for-another-audience": lambda s, c: jwt.encode(
+        c(exp=int(time.time()) - 60, aud="other"), s, algorithm="HS256"
+    ),
+    "expired-with-a-bad-subject": lambda s, c: jwt.encode(
+        c(exp=int(time.time()) - 60, sub="a b"), s, algorithm="HS256"
     ),
     "nbf-in-future": lambda s, c: jwt.encode(c(nbf=int(time.time()) + 120), s, algorithm="HS256"),
     "iat-in-future": lambda s, c: jwt.encode(c(iat=int(time.time()) + 120), s, algorithm="HS256"),
@@ -223,7 +243,7 @@ def test_leeway_accepts_recently_expired_token(settings_with, claims):
 def test_zero_leeway_refuses_recently_expired_token(settings_with, claims):
     settings = settings_with(leeway_seconds=0)
     token = jwt.encode(claims(exp=int(time.time()) - 10), ensure_secret(settings), "HS256")
-    assert_refused(TokenVerifier(settings), token)
+    assert_expired(TokenVerifier(settings), token)
 
 
 # --- issuer and audience ------------------------------------------------------------------
@@ -414,7 +434,7 @@ def test_jwks_url_must_be_http(settings_with):
 
 def test_refusal_reason_is_logged_but_never_the_token(hs, claims, caplog):
     _, secret, verifier = hs
-    token = jwt.encode(claims(exp=int(time.time()) - 600), secret, algorithm="HS256")
+    token = jwt.encode(claims(exp=int(time.time()) - 600, aud="x"), secret, algorithm="HS256")
     with caplog.at_level(logging.DEBUG, logger="app.auth.tokens"):
         assert_refused(verifier, token)
     assert "expired" in caplog.text.lower()

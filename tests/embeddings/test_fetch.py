@@ -207,6 +207,53 @@ def test_a_changed_file_is_rehashed_and_replaced(
     assert target.read_bytes() == blobs["model.onnx"]
 
 
+@pytest.fixture
+def read_only(tmp_path: Path):
+    """Bind-mount a directory read-only over itself (root only), as a container with
+    `read_only: true` sees its image's files; unmounted afterwards."""
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def make(directory: Path) -> None:
+        for command in (
+            ["mount", "--bind", str(directory), str(directory)],
+            ["mount", "-o", "remount,ro,bind", str(directory)],
+        ):
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                if mounted:
+                    subprocess.run(["umount", str(directory)], check=False)
+                pytest.skip(f"cannot bind-mount read-only here: {done.stderr.strip()}")
+            if command[1] == "--bind":
+                mounted.append(directory)
+
+    yield make
+    for directory in mounted:
+        subprocess.run(["umount", str(directory)], check=True)
+
+
+def test_verified_weights_load_from_a_read_only_directory(
+    served: FileServer,
+    spec: ModelSpec,
+    blobs: dict[str, bytes],
+    settings_with: MakeSettings,
+    read_only,
+) -> None:
+    settings = settings_with(hub_url=served.url, download=True)
+    model_dir = ensure_model_files(spec, settings, progress=False)
+    # A copy that lost the mtimes the sidecar knows (as an image layer may): hashed again.
+    for name in blobs:
+        st = (model_dir / name).stat()
+        os.utime(model_dir / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    read_only(model_dir)
+    with pytest.raises(OSError):
+        (model_dir / "probe").write_bytes(b"")  # the mount holds
+    requests = len(served.requests)
+    assert ensure_model_files(spec, settings, progress=False) == model_dir
+    assert len(served.requests) == requests  # verified in place, nothing fetched
+
+
 def test_progress_bar_goes_to_stderr(
     served: FileServer,
     spec: ModelSpec,

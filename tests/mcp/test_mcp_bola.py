@@ -230,6 +230,6 @@ async def test_a_token_named_like_a_role_is_refused_at_the_door(
             over_rest = await http.get("/v1/whoami")
         assert over_mcp.status_code == over_rest.status_code == 401, role
         assert 'error="invalid_token"' in over_mcp.headers["www-authenticate"]
-        assert over_mcp.json()["detail"] == over_rest.json()["detail"]
+        assert over_mcp.json()["error"]["data"]["detail"] == over_rest.json()["detail"]
     async with mcp.connect("alice") as alice:
         assert (await ok(alice, "whoami"))["roles"] == ["everyone", "team"]

@@ -150,17 +150,25 @@ async def test_stdio_acts_as_the_subject_it_is_given(tmp_path: Path) -> None:
 
     home = tmp_path / "home"
     home.mkdir()
-    as_role = subprocess.run(
-        [sys.executable, "-m", "app.cli", "mcp", "--subject", "admin"],
-        env=cli_env(home, "none"),
-        cwd=str(ROOT),
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
+
+    def start_as(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "mcp", "--subject", name],
+            env=cli_env(home, "none"),
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+        )
+
+    as_role = start_as("admin")
     assert as_role.returncode != 0
     assert "'admin' is a role name" in as_role.stderr and "Traceback" not in as_role.stderr
+    # A name no token could carry is refused as `token issue` refuses it.
+    as_nobody = start_as("desk agent")
+    assert as_nobody.returncode != 0 and "subject" in as_nobody.stderr, as_nobody.stderr
+    assert "Traceback" not in as_nobody.stderr
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "app.cli", "mcp"],

@@ -272,7 +272,10 @@ async def test_missing_and_bad_tokens_are_401_with_a_challenge(mcp: Mcp) -> None
         metadata = await http.get("/.well-known/oauth-protected-resource")
     for response in (missing, bad):
         assert response.status_code == 401
-        assert response.json()["detail"] == "invalid or missing bearer token"
+        # A JSON-RPC error, so the SDK client shows its message; the problem is its data.
+        error = response.json()["error"]
+        assert error["message"] == error["data"]["detail"] == "invalid or missing bearer token"
+        assert response.json()["id"] is None and error["data"]["status"] == 401
         challenge = response.headers["www-authenticate"]
         assert challenge.startswith("Bearer ")
         assert 'resource_metadata="http://testserver/.well-known/oauth-protected-resource"' in (
@@ -283,6 +286,51 @@ async def test_missing_and_bad_tokens_are_401_with_a_challenge(mcp: Mcp) -> None
     assert metadata.json()["resource"] == "http://testserver/mcp"
     # No issuer configured: tokens come from `embornal token issue`, no authorization server.
     assert "authorization_servers" not in metadata.json()
+
+
+def _messages(group: BaseException) -> list[str]:
+    """The messages of an exception and of every exception grouped in it."""
+    if isinstance(group, BaseExceptionGroup):
+        return [m for inner in group.exceptions for m in _messages(inner)]
+    return [str(group)]
+
+
+async def test_an_expired_token_reaches_the_sdk_client_as_expired(mcp: Mcp, settings: Any) -> None:
+    import datetime as dt
+
+    from app.auth.tokens import issue_token
+
+    yesterday = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    expired = issue_token(settings, "alice", dt.timedelta(hours=1), now=yesterday)
+    with pytest.raises(BaseException) as raised:
+        async with mcp.connect("alice", Authorization=f"Bearer {expired}") as client:
+            await client.list_tools()
+    assert any("the bearer token has expired" in m for m in _messages(raised.value)), raised
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with mcp.http({"Authorization": f"Bearer {expired}"}) as http:
+        response = await http.post("/mcp", json=body)
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert 'error="invalid_token"' in challenge
+    assert 'error_description="the bearer token has expired"' in challenge
+
+
+async def test_a_body_over_the_limit_is_a_json_rpc_error_and_the_session_goes_on(
+    mcp: Mcp, settings: Any
+) -> None:
+    limit = settings.limits.body_bytes
+    async with mcp.connect("default") as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("store_fact", {"path": "/notes", "content": "x" * limit})
+        assert raised.value.error.message == f"The request body is larger than {limit} bytes."
+        # The same client, the same session: the next call is served.
+        assert (await ok(client, "whoami"))["subject"] == "default"
+    async with mcp.http(mcp.auth("default")) as http:
+        response = await http.post(
+            "/mcp", content=b"{" + b" " * limit + b"}", headers={"Content-Type": "application/json"}
+        )
+    assert response.status_code == 413
+    assert response.json()["error"]["data"]["status"] == 413
 
 
 async def test_metadata_names_the_configured_issuer(

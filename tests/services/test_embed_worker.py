@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import numpy as np
 from sqlalchemy import select
 
 from app.db.engine import write_transaction
 from app.db.tables import facts
 from app.embeddings.fake import FakeEmbedder
+from app.errors import Unavailable
 from app.runtime import Runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -68,3 +72,34 @@ def test_the_thread_picks_up_facts_queued_later_when_woken(rt: Runtime, actor) -
     finally:
         worker.stop()
     assert not worker._thread.is_alive()
+
+
+def test_a_database_fault_pauses_the_worker_with_one_line_and_it_resumes(
+    rt: Runtime, actor, caplog
+) -> None:
+    """A database that is away is a warning line a poll, not a traceback a poll; the
+    next pass after it embeds as usual."""
+    embedder = FakeEmbedder(TEST_WIDTH)
+    worker = EmbedWorker(rt.engine, lambda: embedder, poll_seconds=3600)
+    passes = threading.Event()
+    real_pass = worker.run_pass
+
+    def failing_once() -> int:
+        if not passes.is_set():
+            passes.set()
+            raise Unavailable("The database is unavailable right now.", retry_after=5)
+        return real_pass()
+
+    worker.run_pass = failing_once  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="app.services.embed_worker"):
+        worker.start()
+        try:
+            assert passes.wait(WAIT)
+            worker.wake()
+            assert worker.wait_idle(WAIT)
+        finally:
+            worker.stop()
+    (record,) = [r for r in caplog.records if r.name == "app.services.embed_worker"]
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert "unavailable" in record.getMessage()
+    assert pending(rt) == 0

@@ -15,14 +15,7 @@ QUEUE = (
 )
 
 
-@pytest.fixture
-def sqlite_plans(backend: str) -> None:
-    """These read SQLite's query plans (INDEXED BY, EXPLAIN QUERY PLAN)."""
-    if backend != "sqlite":
-        pytest.skip("SQLite's query planner")
-
-
-@pytest.mark.usefixtures("sqlite_plans")
+@pytest.mark.only_backend("sqlite")  # SQLite's query plans (INDEXED BY, EXPLAIN)
 def test_a_deleted_fact_leaves_the_embedding_queue(rt: Runtime, actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):
@@ -36,7 +29,7 @@ def test_a_deleted_fact_leaves_the_embedding_queue(rt: Runtime, actor) -> None:
         assert embedding_service.pending_count(conn) == 8
 
 
-@pytest.mark.usefixtures("sqlite_plans")
+@pytest.mark.only_backend("sqlite")  # SQLite's query plans (INDEXED BY, EXPLAIN)
 def test_every_query_of_the_queue_is_answered_by_its_index(rt: Runtime, actor) -> None:
     with actor().tx() as (conn, _ctx):
         plan = " ".join(

@@ -347,13 +347,7 @@ def test_an_export_with_roles_imports_although_it_lists_p_lines_first(
         assert ctx.access.roles == ["everyone", "staff", "team"]
 
 
-@pytest.fixture
-def postgres_only(backend: str) -> None:
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's backup")
-
-
-@pytest.mark.usefixtures("postgres_only")
+@pytest.mark.only_backend("postgresql")  # PostgreSQL's backup
 def test_backup_of_postgres_is_a_private_pg_dump_archive(
     rt: Runtime, tmp_path: Path, monkeypatch
 ) -> None:
@@ -371,7 +365,7 @@ def test_backup_of_postgres_is_a_private_pg_dump_archive(
         Memory(rt).backup(target)
 
 
-@pytest.mark.usefixtures("postgres_only")
+@pytest.mark.only_backend("postgresql")  # PostgreSQL's backup
 def test_backup_of_postgres_without_pg_dump_says_how(
     rt: Runtime, tmp_path: Path, monkeypatch
 ) -> None:

@@ -49,3 +49,38 @@ def test_gauges_count_every_fact_whoever_may_read_it(rt: Runtime) -> None:
     gauges = memory.gauges()
     assert (gauges.facts, gauges.deleted, gauges.pending_embeddings) == (9, 1, 8)
     assert gauges.model_loaded is False and gauges.model_load_seconds is None
+
+
+def test_a_hybrid_search_ranks_its_keyword_half_while_the_query_is_embedded(
+    rt: Runtime, monkeypatch
+) -> None:
+    """The keyword half needs no vector: it runs on a worker thread, in a snapshot of
+    its own, while the model embeds the query (the halves' times overlap, not add)."""
+    import threading
+
+    from app.services import search as search_service
+    from app.usecases.memory import SearchRequest
+
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    memory = Memory(rt)
+    kept = memory.store("default", NewFact("/o", "the otter sleeps by the weir"))
+    started, threads = threading.Event(), []
+    real_half = search_service.keyword_half
+
+    def keyword_half(conn, ctx, query):
+        threads.append(threading.current_thread().name)
+        started.set()
+        return real_half(conn, ctx, query)
+
+    class WaitsForTheKeywordHalf(FakeEmbedder):
+        def embed_query(self, text: str):
+            # Serial code would rank keyword after this returns: the wait would time out.
+            assert started.wait(timeout=10), "the keyword half did not run meanwhile"
+            return super().embed_query(text)
+
+    monkeypatch.setattr(search_service, "keyword_half", keyword_half)
+    rt.embedder = WaitsForTheKeywordHalf(TEST_WIDTH)
+    page = memory.search("default", SearchRequest(q="otter weir", mode="hybrid", peek=True))
+    assert page.results[0].fact.id == kept.id
+    assert page.results[0].scores["all_words"] is True and "cosine" in page.results[0].scores
+    assert threads and threads[0].startswith("search-half")

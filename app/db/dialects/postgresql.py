@@ -23,6 +23,8 @@ from sqlalchemy import (
     any_,
     bindparam,
     column,
+    func,
+    literal_column,
     select,
     table,
     text,
@@ -88,6 +90,29 @@ class PostgresKeywords:
             {**params, "limit": limit},
         ).all()
         return [(int(fid), float(score)) for fid, score in rows]
+
+    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
+        # The same tsquery as _query() builds as text, made of expressions here so that
+        # the ACL's clauses can join it in one statement.
+        phrases = [
+            func.phraseto_tsquery(
+                TS_CONFIG, func.regexp_replace(bindparam(f"c{i}"), "[^[:alnum:]]+", " ", "g")
+            )
+            for i in range(chunks)
+        ]
+        query: Any = phrases[0]
+        for phrase in phrases[1:]:
+            query = query.op("||")(phrase)
+        tsv: Any = literal_column("facts.content_tsv")
+        return (
+            select(facts.c.id, -func.ts_rank(tsv, query, 1))
+            .where(tsv.op("@@")(query), *clauses)
+            .order_by(facts.c.id.desc())
+            .limit(bindparam("limit"))
+        )
+
+    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]:
+        return {**{f"c{i}": _unquote(c) for i, c in enumerate(chunks)}, "limit": limit}
 
     def document_frequency(self, conn: Connection, chunk: str) -> int:
         query, params = self._query([chunk], False)

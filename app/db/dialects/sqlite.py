@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.statements import Statements
-from app.db.tables import facts_fts
+from app.db.tables import facts, facts_fts
 
 _FTS: Any = literal_column("facts_fts")
 # Rank in FTS5 alone (fast, in C); the caller keeps the visible ones.
@@ -43,6 +43,20 @@ class SqliteKeywords:
         match = (" OR " if any_word else " ").join(chunks)
         rows = conn.execute(_RANKED, {"match": match, "limit": limit}).all()
         return [(int(fid), float(score)) for fid, score in rows]
+
+    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
+        # FTS5 hands out its matches newest first (its doclists read backwards); with the
+        # LIMIT it stops early, and bm25 is computed for the rows returned alone.
+        return (
+            select(facts_fts.c.rowid, func.bm25(_FTS))
+            .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
+            .where(_FTS.op("MATCH")(bindparam("match")), *clauses)
+            .order_by(facts_fts.c.rowid.desc())
+            .limit(bindparam("limit"))
+        )
+
+    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]:
+        return {"match": " OR ".join(chunks), "limit": limit}
 
     def document_frequency(self, conn: Connection, chunk: str) -> int:
         return conn.execute(
