@@ -187,3 +187,23 @@ def test_a_facts_created_at_as_shown_includes_it(actor, clock) -> None:
     ]
     earlier = datetime.fromtimestamp(clock() - 1e-5, UTC).isoformat()
     assert me.memory.list_facts(me.subject, under="/edge", as_of=earlier).facts == []
+
+
+def test_a_hidden_successor_leaves_the_same_trace_at_every_moment(actor, clock, rt) -> None:
+    owner = actor()
+    grant(rt, "p, alice, path:/open/*, read, allow")
+    old = store(owner, [NewFact("/open/x", "the door code is 1111")])[0]
+    clock.advance(days=1)
+    t1 = iso(clock())
+    clock.advance(days=1)
+    store(owner, [NewFact("/private/x", "the door code is 2222", supersedes_id=old.id)])
+    alice = actor("alice")
+    then = alice.memory.get("alice", old.id, as_of=t1)
+    assert then.superseded is False and then.superseded_by_id is None
+    assert [f.id for f in alice.memory.list_facts("alice", under="/open", as_of=t1).facts] == [
+        old.id
+    ]
+    now = alice.memory.get("alice", old.id, peek=True)
+    assert now.superseded is True and now.superseded_by_id is None  # the one trace
+    assert alice.memory.list_facts("alice", under="/open").facts == []
+    assert [f.id for f in alice.memory.history("alice", old.id)] == [old.id]
