@@ -27,7 +27,7 @@ from app import __version__
 from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.identifiers import for_display
-from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES
+from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
 from app.settings import Settings, load_settings
 
 # Start-up time is the first thing a user meets (bench/cli_startup.py): this module
@@ -113,6 +113,17 @@ def memory(
 
 ME = LOCAL_SUBJECT
 T = TypeVar("T", bound=str)
+AsOfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help=(
+            "Answer as the memory stood at this RFC 3339 time with a timezone "
+            "(e.g. 2026-12-01T09:30:00Z); never a recall. Strength, recalls, path "
+            "tags and access rules are today's."
+        ),
+    ),
+]
 
 
 def emit_json(data: Any) -> None:
@@ -353,18 +364,31 @@ def memory_store(
     text: Annotated[str, typer.Argument(help="The fact: one small statement")],
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable)")] = None,
     supersedes: Annotated[int | None, typer.Option(help="Id of the fact this corrects")] = None,
+    on_duplicate: Annotated[
+        str,
+        typer.Option(
+            help="allow: store and name the similar facts; refuse: store nothing if there is one"
+        ),
+    ] = "allow",
     as_json: JsonOpt = False,
 ) -> None:
-    """Store a fact."""
+    """Store a fact (and name the facts already saying nearly the same)."""
     from app.usecases.memory import NewFact, check_facts
 
+    duplicates = _choice("--on-duplicate", on_duplicate, ON_DUPLICATE)
     raw = NewFact(path, text, parse_tag_options(tag), supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
     (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:
-        fact = mem.store(ME, item)
+        fact = mem.store(ME, item, on_duplicate=duplicates)
         problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
     emit_json(fact) if as_json else show_fact(fact)
+    if not as_json:
+        for near in fact.similar:
+            typer.echo(
+                f"  similar: #{near.id} {near.path} (cosine {near.cosine:.2f}); "
+                f"--supersedes {near.id} corrects it instead",
+            )
     if problem:
         typer.echo(
             f"note: the fact waits for an embedding model: {problem}. {offline_hint()}", err=True
@@ -376,11 +400,12 @@ def memory_get(
     fact_id: Annotated[int, typer.Argument(help="Fact id")],
     peek: Annotated[bool, typer.Option(help="Read without counting a recall")] = False,
     include_deleted: Annotated[bool, typer.Option(help="Show a deleted fact too")] = False,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Read one fact by id (a recall, unless --peek)."""
+    """Read one fact by id (a recall, unless --peek or --as-of)."""
     with memory() as mem:
-        fact = mem.get(ME, fact_id, peek=peek, include_deleted=include_deleted)
+        fact = mem.get(ME, fact_id, peek=peek, include_deleted=include_deleted, as_of=as_of)
     emit_json(fact) if as_json else show_fact(fact)
 
 
@@ -397,12 +422,14 @@ def memory_show(
     path: Annotated[str, typer.Argument(help="A path; / is the root")] = "/",
     sort: Annotated[str, typer.Option(help="created or strength")] = "created",
     limit: Annotated[int, typer.Option(help="At most this many facts (1-100)")] = 50,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Browse a path: its tags, children and facts (not a recall)."""
+    """Browse a path: its tags, children and facts (not a recall). With --as-of, the
+    facts at the node then; its tags, children and counts are today's."""
     order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
-        node = mem.browse(ME, path, sort=order, limit=limit)
+        node = mem.browse(ME, path, sort=order, limit=limit, as_of=as_of)
     if as_json:
         emit_json(node)
         return
@@ -415,12 +442,21 @@ def memory_show(
 
 
 @memory_app.command("history")
-def memory_history(fact_id: Annotated[int, typer.Argument()], as_json: JsonOpt = False) -> None:
-    """The supersede chain of a fact, oldest first."""
+def memory_history(
+    fact_id: Annotated[int, typer.Argument()], as_of: AsOfOpt = None, as_json: JsonOpt = False
+) -> None:
+    """The supersede chain of a fact, oldest first (with --as-of, as it stood then)."""
+    from app.usecases.memory import moment_of
+
     with memory() as mem:
-        chain = mem.history(ME, fact_id)
+        chain = mem.history(ME, fact_id, as_of=as_of)
     if as_json:
-        emit_json({"facts": chain})
+        from app.schemas.facts import FactsOut
+
+        out = FactsOut.model_validate(
+            {"facts": chain, "as_of": moment_of(as_of)}, from_attributes=True
+        )
+        emit_json(out.model_dump(mode="json"))
         return
     for fact in chain:
         show_fact(fact)
@@ -462,9 +498,10 @@ def memory_search(
     min_strength: Annotated[float | None, typer.Option(help="Only facts this strong (0-1)")] = None,
     limit: Annotated[int, typer.Option(help="At most this many results (1-100)")] = 10,
     peek: Annotated[bool, typer.Option(help="Do not count the results as recalls")] = False,
+    as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search facts by keyword, by meaning, or both."""
+    """Search facts by keyword, by meaning, or both (with --as-of, as the memory stood then)."""
     from app.usecases.memory import SearchRequest
 
     request = SearchRequest(
@@ -475,6 +512,7 @@ def memory_search(
         min_strength=min_strength,
         limit=limit,
         peek=peek,
+        as_of=as_of,
     )
     with memory(load_model=mode != "keyword") as mem:
         found = mem.search(ME, request)

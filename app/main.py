@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry
 
 from app import __version__
+from app.api.cors import Cors
 from app.api.docs import install_docs
 from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
@@ -96,6 +97,9 @@ def create_app(
         max_bytes=settings.limits.body_bytes,
         refusals={MCP_PATH: jsonrpc_refusal},
     )
+    if settings.http.cors_origins:
+        # Outside the body checks, so a preflight (OPTIONS, no body) is answered before them.
+        app.add_middleware(Cors, origins=settings.http.cors_origins)
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))
     for module in (facts, search, paths, policies, meta, health):

@@ -38,3 +38,22 @@ ListSort = Literal["created", "strength"]
 LIST_SORTS: tuple[ListSort, ...] = get_args(ListSort)
 SearchSort = Literal["relevance", "strength"]
 SEARCH_SORTS: tuple[SearchSort, ...] = get_args(SearchSort)
+# What a store does when an existing fact the writer can read is `similar`: store it
+# anyway and say so, or refuse (409) and write nothing.
+OnDuplicate = Literal["allow", "refuse"]
+ON_DUPLICATE: tuple[OnDuplicate, ...] = get_args(OnDuplicate)
+MAX_SIMILAR = 3
+
+# --- memory over time ----------------------------------------------------------
+# What an `as_of` read shows as it is today, not as it was: the schema records when
+# each fact was created, deleted and superseded, but no history of recalls, of path
+# tags or of policies. Named in every `as_of` answer and in the README.
+AS_OF_TODAY: tuple[str, ...] = (
+    "strength",
+    "recall_count",
+    "last_recall_at",
+    "stability_days",
+    "effective_tags (path tags have no history)",
+    "links",
+    "access rules",
+)

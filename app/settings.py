@@ -167,6 +167,10 @@ class SearchSettings(_Section):
     # hybrid search, so a query that matches nothing returns an empty page (and no
     # recall). None: the loaded model's calibrated floor (app.embeddings.catalog).
     min_cosine: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # A store names the facts (up to 3, that the writer can read) at least this near by
+    # cosine as `similar`: the same statement again, to supersede rather than repeat.
+    # None: the loaded model's measured cut (app.embeddings.catalog; 0.63 for minilm-l6).
+    similar_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
 
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -182,7 +186,8 @@ class HttpSettings(_Section):
     # come from it) or when bound to 0.0.0.0 or :: (no name to check: set public_url
     # there). ["*"] accepts any.
     allowed_hosts: list[str] | None = None
-    # Browser origins, besides the service's own, that may call /mcp.
+    # Browser origins that may call the REST API (CORS, app.api.cors: off while empty)
+    # and, besides the service's own, /mcp.
     cors_origins: list[str] = Field(default_factory=list)
 
     @field_validator("public_url")

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -358,12 +359,22 @@ def recall(got: list[set[int]], truth: list[set[int]]) -> float:
     return float(np.mean([len(g & t) / max(len(t), 1) for g, t in zip(got, truth, strict=True)]))
 
 
-def store_latencies(rt: Runtime, texts: list[str]) -> tuple[float, float]:
+class WithoutSimilar(Memory):
+    """The store as it was before `similar`: no near-duplicate search in the write."""
+
+    def _similar(self, *_args: Any, **_kwargs: Any) -> list[Any]:
+        return []
+
+
+def store_latencies(
+    rt: Runtime, texts: list[str], memory: Memory | None = None, tag: str = ""
+) -> tuple[float, float]:
     """One fact at a time through Memory.store, as POST /v1/facts runs it: the model
-    embeds it (no lock held), then one write transaction stores it and commits."""
-    memory, times = Memory(rt), []
+    embeds it (no lock held), then one write transaction looks for the facts it is
+    `similar` to (the subject's view, the vector just made), stores it and commits."""
+    memory, times = memory or Memory(rt), []
     for n, text in enumerate(texts):
-        item = NewFact("/bench/store", f"{text} (stored {n} at {time.time():.3f})")
+        item = NewFact("/bench/store", f"{text} (stored {n}{tag} at {time.time():.3f})")
         t0 = time.perf_counter()
         memory.store("default", item)
         times.append(time.perf_counter() - t0)
@@ -409,6 +420,7 @@ def run_size(
             if mode == "semantic":
                 semantic_results.append({r.fact.id for r in found.results})
         row[mode] = ms(times)
+    row["as_of"] = as_of_latencies(rt, memory, queries)
     # The partitioned index is SQLite's alone; PostgreSQL walks pgvector's HNSW.
     row["trade"] = trade(rt, query_vectors) if url is None else hnsw_trade(rt, query_vectors)
     row["flat"] = flat_scan(rt, query_vectors) if url is None else {}
@@ -423,8 +435,46 @@ def run_size(
     # hides, and slow every search that has to walk past it.
     texts, _ = generated(10**9, 10**9 + STORES, unique, unique_vectors)
     row["store"] = store_latencies(rt, texts)
+    row["store without similar"] = store_latencies(rt, texts, WithoutSimilar(rt), " again")
     rt.close()
     return row
+
+
+def midpoint(rt: Runtime) -> str:
+    """The moment half the generator's facts had been stored, as an RFC 3339 time."""
+    with read_transaction(rt.engine) as conn:
+        times = select(facts.c.created_at).order_by(facts.c.created_at)
+        count = conn.execute(select(func.count()).select_from(facts)).scalar_one()
+        at = conn.execute(times.offset(count // 2).limit(1)).scalar_one()
+    return datetime.fromtimestamp(at, UTC).isoformat()
+
+
+def as_of_latencies(rt: Runtime, memory: Memory, queries: list[str]) -> dict[str, Any]:
+    """p50/p95 of each mode's search `as_of` the build's midpoint, beside the same search
+    now (both peek: an as_of search never recalls), and of a page of the list, newest first
+    and strongest first, now and as_of. The query cache is warm for both: the difference
+    is the filter's."""
+    moment = midpoint(rt)
+    out: dict[str, Any] = {"moment": moment}
+    for mode in ("keyword", "semantic", "hybrid"):
+        for label, at in (("now", None), ("as_of", moment)):
+            times = []
+            for q in queries:
+                text = " ".join(q.split()[:3]) if mode == "keyword" else q
+                request = SearchRequest(q=text, mode=mode, limit=10, peek=True, as_of=at)
+                t0 = time.perf_counter()
+                memory.search(SUBJECT, request)
+                times.append(time.perf_counter() - t0)
+            out[f"{mode} {label}"] = ms(times)
+    for sort in ("created", "strength"):
+        for label, at in (("now", None), ("as_of", moment)):
+            times = []
+            for _ in range(max(10, len(queries) // 4)):
+                t0 = time.perf_counter()
+                memory.list_facts(SUBJECT, sort=sort, limit=50, as_of=at)
+                times.append(time.perf_counter() - t0)
+            out[f"list {sort} {label}"] = ms(times)
+    return out
 
 
 def rank_alone(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[float], list[set[int]]]:
@@ -535,6 +585,23 @@ def print_tables(
             f"| {rs['index_load_s']:.2f} s | {rs['rss_mb']:.0f} | {rs['index_mb']:.1f} "
             f"| {r['file_b']:.0f} | {r['codes_b']:.0f} | {rate} |"
         )
+    print("\nA store with its `similar` search (the default) and without it, p50 / p95 ms:\n")
+    print("| facts | store with similar | store without |")
+    print("|---|---|---|")
+    for r in rows:
+        print(f"| {r['facts']} | {pair(r['store'])} | {pair(r['store without similar'])} |")
+    print(
+        "\nMemory over time: the same searches (peek) and list pages now and `as_of` the "
+        "moment half the facts were stored, p50 / p95 ms:\n"
+    )
+    print("| facts | what | now | as_of |")
+    print("|---|---|---|---|")
+    for r in rows:
+        a = r["as_of"]
+        for what in ("keyword", "semantic", "hybrid", "list created", "list strength"):
+            print(
+                f"| {r['facts']} | {what} | {pair(a[what + ' now'])} | {pair(a[what + ' as_of'])} |"
+            )
     print("\nover HTTP on loopback (`embornal serve`, a fresh process on the same memory):\n")
     print(
         "| facts | start-to-ready | keyword p50/p95 | semantic p50/p95 | hybrid p50/p95 | RSS MB |"

@@ -80,6 +80,8 @@ facts = Table(
     Column("stability_days", Float, nullable=False, default=1.0),
     # float32 little-endian, the one full copy of the vector; NULL while waiting for a model.
     Column("embedding", LargeBinary, nullable=True),
+    # Listings `as_of` a moment seek to it (migration 0006).
+    Index("ix_facts_created_at", "created_at", "id"),
 )
 
 fact_tags = Table(

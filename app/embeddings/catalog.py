@@ -30,6 +30,10 @@ Pooling = Literal["cls", "mean"]
 NO_MODEL = "none"
 # For a model the catalog does not describe (tests' generated and fake models).
 DEFAULT_MIN_COSINE = 0.2
+# The cosine from which a stored fact's neighbour counts as `similar` (the same
+# statement again): minilm-l6's measured cut (bench/similar_threshold.py) for a model
+# with no figure of its own.
+DEFAULT_SIMILAR_COSINE = 0.63
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class ModelSpec:
     # The cosine under which a fact is no match for a query (search.min_cosine
     # overrides it): each model spreads its cosines differently.
     min_cosine: float = DEFAULT_MIN_COSINE
+    # The cosine from which an existing fact is `similar` to one being stored
+    # (search.similar_threshold overrides it).
+    similar_cosine: float = DEFAULT_SIMILAR_COSINE
 
     def file(self, name: str) -> ModelFile:
         for f in self.files:
@@ -118,6 +125,10 @@ BGE_BASE_EN_V15 = ModelSpec(
     # Not measured here (no network for the weights): bge v1.5 puts unrelated text
     # higher than MiniLM does, so its floor sits a little above MiniLM's.
     min_cosine=0.35,
+    # Not measured here (no network for the weights): BGE's model card puts most pairs'
+    # cosines between 0.6 and 1, so the cut sits higher than MiniLM's. Measure with
+    # `python -m bench.similar_threshold --model bge-base-en-v1.5` where it loads.
+    similar_cosine=0.85,
 )
 
 MINILM_L6 = ModelSpec(
@@ -172,6 +183,10 @@ MINILM_L6 = ModelSpec(
     # best match of 41 of 42 queries about nothing the memory holds under 0.30; the
     # floor took nothing from recall@5 there (python -m bench.fusion_explore).
     min_cosine=0.30,
+    # python -m bench.similar_threshold: 30 paraphrase pairs from 0.648 (median 0.872),
+    # 30 same-topic different statements up to 0.616 (median 0.454); 0.63 puts all 60 on
+    # their side.
+    similar_cosine=0.63,
 )
 # The model that installs offline with the package (the `minilm` extra): what a
 # machine without a network switches to.
@@ -195,6 +210,12 @@ def min_cosine(model_name: str) -> float:
     """The calibrated no-match floor of a model, by its name."""
     spec = CATALOG.get(model_name)
     return spec.min_cosine if spec is not None else DEFAULT_MIN_COSINE
+
+
+def similar_cosine(model_name: str) -> float:
+    """The cosine from which a model's neighbour of a stored fact is `similar`."""
+    spec = CATALOG.get(model_name)
+    return spec.similar_cosine if spec is not None else DEFAULT_SIMILAR_COSINE
 
 
 def register_spec(spec: ModelSpec) -> None:

@@ -9,12 +9,33 @@ whichever front end handed it out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode
+from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode, OnDuplicate
 from app.schemas.facts import MAX_PATH_CHARS
+from app.schemas.search import MAX_AS_OF_CHARS
+
+# The schema's bound on a batch; the use case enforces limits.batch_facts (1000 by default).
+MAX_BATCH = 1000
 
 FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
+
+
+def as_of_field() -> Any:
+    return Field(
+        default=None,
+        max_length=MAX_AS_OF_CHARS,
+        description=(
+            "Answer as the memory stood at this moment, an RFC 3339 time with a timezone "
+            "(e.g. 2026-12-01T09:30:00Z): what it believed then, to see why you acted as "
+            "you did. Facts stored later do not exist; facts superseded or deleted later "
+            "are still current. Never a recall. Strength, path tags and access rules are "
+            "today's."
+        ),
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 class ToolInput(BaseModel):
@@ -22,7 +43,7 @@ class ToolInput(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class StoreFactIn(ToolInput):
+class FactItem(ToolInput):
     path: str = Field(
         max_length=MAX_PATH_CHARS,
         description=(
@@ -47,6 +68,39 @@ class StoreFactIn(ToolInput):
         description=(
             "To correct or update a fact, give its id here: the new fact replaces it in "
             "searches and listings, and the old one stays readable in its history."
+        ),
+    )
+
+
+ON_DUPLICATE = (
+    "allow (the default): store, and list in `similar` the facts you can read that say "
+    "nearly the same. refuse: if there is one, store nothing and fail naming it, so you "
+    "can supersede it instead."
+)
+
+
+class StoreFactIn(FactItem):
+    on_duplicate: OnDuplicate = Field(default="allow", description=ON_DUPLICATE)
+
+
+class StoreFactsIn(ToolInput):
+    facts: list[FactItem] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description="The facts to store, all or nothing: if one is refused, none is stored",
+    )
+    on_duplicate: OnDuplicate = Field(
+        default="allow", description=ON_DUPLICATE + " With refuse, any fact of the batch."
+    )
+
+
+class PolicyLineIn(ToolInput):
+    line: str = Field(
+        max_length=1024,
+        description=(
+            "A policy line as `p, SUBJECT, OBJECT, ACTION, EFFECT` (OBJECT path:/a/b, "
+            "path:/a/b/* or tag:key=value; ACTION read, write, delete or tag; EFFECT "
+            "allow or deny) or `g, MEMBER, ROLE`, e.g. `p, alice, path:/work/*, read, allow`"
         ),
     )
 
@@ -79,16 +133,23 @@ class SearchIn(ToolInput):
         default=False,
         description="Read without counting a recall (recalls keep useful facts strong)",
     )
+    as_of: str | None = as_of_field()
 
 
 class GetFactIn(ToolInput):
     fact_id: int = FactId
     peek: bool = Field(default=False, description="Read without counting a recall")
     include_deleted: bool = Field(default=False, description="Show the fact even if deleted")
+    as_of: str | None = as_of_field()
 
 
 class FactIdIn(ToolInput):
     fact_id: int = FactId
+
+
+class HistoryIn(ToolInput):
+    fact_id: int = FactId
+    as_of: str | None = as_of_field()
 
 
 class BrowseIn(ToolInput):
@@ -116,6 +177,7 @@ class ListIn(ToolInput):
     cursor: str | None = Field(
         default=None, max_length=1024, description="next_cursor of the previous page"
     )
+    as_of: str | None = as_of_field()
 
 
 class TagPathIn(ToolInput):

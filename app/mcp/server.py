@@ -34,11 +34,12 @@ from pydantic import BaseModel, ValidationError
 from app import __version__
 from app.errors import EmbornalError, InvalidInput, invalid_detail, is_public
 from app.mcp import schemas as s
-from app.schemas.facts import Fact, FactList, FactsOut
+from app.schemas.facts import Fact, FactList, FactsOut, StoredFact, StoredFacts
 from app.schemas.meta import WhoAmI
 from app.schemas.paths import PathOut, PathWithFacts
+from app.schemas.policies import Policy, PolicyList
 from app.schemas.search import SearchOut
-from app.usecases.memory import Memory, NewFact, SearchRequest
+from app.usecases.memory import Memory, NewFact, SearchRequest, moment_of
 
 log = logging.getLogger("embornal.mcp")
 
@@ -52,12 +53,26 @@ This is your long-term memory: a tree of small facts that outlives this conversa
   (browse_path) to find the path a topic already has rather than inventing a new one.
 - Never store the same thing twice. To correct or update a fact, store the new
   version with supersedes_id set to the old fact's id: searches then find only the
-  new one, and fact_history keeps what was believed before.
+  new one, and fact_history keeps what was believed before. A store answers with
+  `similar`, the facts you can read that say nearly the same: when one states the
+  same thing, supersede it instead of keeping both. Many facts at once: store_facts.
+- To see what the memory believed at a moment (why you acted as you did), pass
+  as_of (e.g. 2026-12-01T09:30:00Z) to search_facts, list_facts, get_fact or
+  fact_history.
 - Delete (delete_fact) only what is wrong and has no replacement.
 - Reading a fact by id or through search is a recall: it keeps useful facts strong.
   Pass peek=true to look without counting one.
 - The facts under /memory explain this memory (resource embornal://memory).
 """
+
+SIMILAR_HINT = (
+    "The answer lists, per stored fact, `similar`: facts you can already read that say "
+    "nearly the same (id, path, cosine). When one of them states the same thing, you "
+    "repeated yourself: supersede it (store the better version with supersedes_id set to "
+    "its id) or delete your duplicate, rather than keep both. Pass on_duplicate='refuse' to "
+    "store nothing when such a fact exists. similar_checked false means none were looked "
+    "for (the memory has no embedding model loaded)."
+)
 
 MEMORY_URI = "embornal://memory"
 PATH_URI = "embornal://path/"
@@ -97,8 +112,30 @@ class ToolSpec:
         )
 
 
+def _new(a: s.FactItem) -> NewFact:
+    return NewFact(a.path, a.content, a.tags, a.supersedes_id)
+
+
 def _store(memory: Memory, subject: str, a: s.StoreFactIn) -> Any:
-    return memory.store(subject, NewFact(a.path, a.content, a.tags, a.supersedes_id))
+    return memory.store(subject, _new(a), on_duplicate=a.on_duplicate)
+
+
+def _store_many(memory: Memory, subject: str, a: s.StoreFactsIn) -> Any:
+    items = [_new(item) for item in a.facts]
+    stored = memory.store_batch(subject, items, error_prefix=["facts"], on_duplicate=a.on_duplicate)
+    return {"facts": stored}
+
+
+def _list_policies(memory: Memory, subject: str, _a: s.NoInput) -> Any:
+    return {"policies": memory.list_policies(subject)}
+
+
+def _add_policy(memory: Memory, subject: str, a: s.PolicyLineIn) -> Any:
+    return memory.add_policy(subject, a.line)
+
+
+def _remove_policy(memory: Memory, subject: str, a: s.PolicyLineIn) -> Any:
+    return memory.remove_policy(subject, a.line)
 
 
 def _search(memory: Memory, subject: str, a: s.SearchIn) -> Any:
@@ -111,16 +148,19 @@ def _search(memory: Memory, subject: str, a: s.SearchIn) -> Any:
         min_strength=a.min_strength,
         limit=a.limit,
         peek=a.peek,
+        as_of=a.as_of,
     )
     return memory.search(subject, request)
 
 
 def _get(memory: Memory, subject: str, a: s.GetFactIn) -> Any:
-    return memory.get(subject, a.fact_id, peek=a.peek, include_deleted=a.include_deleted)
+    return memory.get(
+        subject, a.fact_id, peek=a.peek, include_deleted=a.include_deleted, as_of=a.as_of
+    )
 
 
-def _history(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
-    return {"facts": memory.history(subject, a.fact_id)}
+def _history(memory: Memory, subject: str, a: s.HistoryIn) -> Any:
+    return {"facts": memory.history(subject, a.fact_id, as_of=a.as_of), "as_of": moment_of(a.as_of)}
 
 
 def _delete(memory: Memory, subject: str, a: s.FactIdIn) -> Any:
@@ -135,7 +175,13 @@ def _browse(memory: Memory, subject: str, a: s.BrowseIn) -> Any:
 def _list(memory: Memory, subject: str, a: s.ListIn) -> Any:
     tags = [f"{key}={value}" for key, value in a.tags.items()]
     return memory.list_facts(
-        subject, under=a.under, tags=tags, sort=a.sort, limit=a.limit, cursor=a.cursor
+        subject,
+        under=a.under,
+        tags=tags,
+        sort=a.sort,
+        limit=a.limit,
+        cursor=a.cursor,
+        as_of=a.as_of,
     )
 
 
@@ -155,17 +201,29 @@ TOOLS: dict[str, ToolSpec] = {
             "Store a fact",
             "Store one small fact under a topical path. To correct or update a fact you "
             "stored before, pass its id as supersedes_id: that is how you fix your memory "
-            "without duplicating it. Search first, so you do not store what is already there.",
+            "without duplicating it. Search first, so you do not store what is already there. "
+            + SIMILAR_HINT,
             s.StoreFactIn,
-            Fact,
+            StoredFact,
             _store,
+        ),
+        ToolSpec(
+            "store_facts",
+            "Store several facts",
+            "Store many small facts in one call, all or nothing (up to 1000): for an agent "
+            "that writes a lot, e.g. what it learned in a session. Each item is what "
+            "store_fact takes, supersedes_id included. " + SIMILAR_HINT,
+            s.StoreFactsIn,
+            StoredFacts,
+            _store_many,
         ),
         ToolSpec(
             "search_facts",
             "Search facts",
             "Find facts by keyword, by meaning, or both, best first, each with its score and "
             "strength. Superseded and deleted facts are left out. Each result counts as a "
-            "recall unless peek is true.",
+            "recall unless peek is true. With as_of, search what the memory believed at "
+            "that moment (never a recall).",
             s.SearchIn,
             SearchOut,
             _search,
@@ -183,8 +241,9 @@ TOOLS: dict[str, ToolSpec] = {
             "fact_history",
             "History of a fact",
             "The chain of versions a fact belongs to (each superseding the one before), "
-            "oldest first: what the memory believed, and when it changed.",
-            s.FactIdIn,
+            "oldest first: what the memory believed, and when it changed. With as_of, the "
+            "chain as it stood at that moment.",
+            s.HistoryIn,
             FactsOut,
             _history,
             read_only=True,
@@ -241,6 +300,36 @@ TOOLS: dict[str, ToolSpec] = {
             WhoAmI,
             _whoami,
             read_only=True,
+        ),
+        ToolSpec(
+            "list_policies",
+            "List policies",
+            "The access policy lines of this memory (who may read, write, delete or tag "
+            "what, and the role memberships). Needs the admin role: refused otherwise.",
+            s.NoInput,
+            PolicyList,
+            _list_policies,
+            read_only=True,
+        ),
+        ToolSpec(
+            "add_policy",
+            "Add a policy",
+            "Add an access policy line, e.g. `p, alice, path:/work/*, read, allow` or "
+            "`g, alice, team`. It takes effect on the next request. Needs the admin role.",
+            s.PolicyLineIn,
+            Policy,
+            _add_policy,
+        ),
+        ToolSpec(
+            "remove_policy",
+            "Remove a policy",
+            "Remove an access policy line, written as list_policies shows it. It takes "
+            "effect on the next request. Needs the admin role.",
+            s.PolicyLineIn,
+            Policy,
+            _remove_policy,
+            destructive=True,
+            idempotent=True,
         ),
     )
 }

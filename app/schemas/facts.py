@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated
 
-from app.rules import MAX_ID
-from app.schemas.common import RequestModel, UtcTime
+from pydantic import BaseModel, BeforeValidator, Field
+
+from app.rules import MAX_ID, OnDuplicate
+from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
+
+AsOfNote = Annotated[
+    AsOf | None,
+    BeforeValidator(as_of_note),
+    Field(description="Set when the answer is `as_of` a moment: which, and what is today's"),
+]
 
 # Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
 MAX_PATH_CHARS = 4096
@@ -31,8 +39,22 @@ class FactIn(RequestModel):
     )
 
 
+ON_DUPLICATE = (
+    "What to do when a fact you can read is `similar` (cosine at least "
+    "search.similar_threshold): `allow` stores and lists it in `similar`; `refuse` is a "
+    "409 naming it, and nothing is written"
+)
+
+
+class StoreIn(FactIn):
+    on_duplicate: OnDuplicate = Field(default="allow", description=ON_DUPLICATE)
+
+
 class BatchIn(RequestModel):
     facts: list[FactIn] = Field(min_length=1, description="Stored all or nothing")
+    on_duplicate: OnDuplicate = Field(
+        default="allow", description=ON_DUPLICATE + " (for any fact of the batch)"
+    )
 
 
 class Link(BaseModel):
@@ -69,9 +91,42 @@ class Fact(BaseModel):
 class FactList(BaseModel):
     facts: list[Fact]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null at end")
+    as_of: AsOfNote = None
 
 
 class FactsOut(BaseModel):
     """Facts in a given order: a batch as stored, or a supersede chain oldest first."""
 
     facts: list[Fact]
+    as_of: AsOfNote = None
+
+
+class Similar(BaseModel):
+    """An existing fact near a stored one, that its writer may read."""
+
+    id: int
+    path: str
+    cosine: float = Field(description="Cosine similarity of the two facts' embeddings")
+
+
+class StoredFact(Fact):
+    similar: list[Similar] = Field(
+        description=(
+            "Up to 3 current facts you can read that say nearly the same (cosine at least "
+            "search.similar_threshold), nearest first, not counting the fact this one "
+            "supersedes nor the rest of its batch. When one states the same thing, "
+            "supersede it (supersedes_id) rather than keep both"
+        )
+    )
+    similar_checked: bool = Field(
+        description=(
+            "False when no similar facts were looked for: the fact has no embedding yet "
+            "(no model loaded, or it failed), so `similar` is empty for that reason alone"
+        )
+    )
+
+
+class StoredFacts(BaseModel):
+    """A batch as stored, in the order sent."""
+
+    facts: list[StoredFact]

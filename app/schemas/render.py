@@ -23,12 +23,14 @@ def schemas() -> dict[type, type[BaseModel]]:
     CLI's `paths --json` must not pay for the memory's modules (bench/cli_startup.py)."""
     from app.schemas.facts import Fact as FactOut
     from app.schemas.facts import FactList
+    from app.schemas.facts import StoredFact as StoredFactOut
     from app.schemas.paths import PathOut, PathWithFacts
     from app.schemas.search import SearchOut
-    from app.usecases.memory import Browse, Fact, FactPage, Node, SearchPage
+    from app.usecases.memory import Browse, Fact, FactPage, Node, SearchPage, StoredFact
 
     return {
         Fact: FactOut,
+        StoredFact: StoredFactOut,
         FactPage: FactList,
         Node: PathOut,
         Browse: PathWithFacts,

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from app.rules import MAX_LIMIT, MAX_QUERY_CHARS, Mode, SearchSort
-from app.schemas.common import RequestModel
-from app.schemas.facts import MAX_PATH_CHARS, Fact
+from app.schemas.common import AS_OF_DESCRIPTION, RequestModel
+from app.schemas.facts import MAX_PATH_CHARS, AsOfNote, Fact
+
+# Longer than any RFC 3339 time; bounds what an error message may quote.
+MAX_AS_OF_CHARS = 40
 
 
 class SearchIn(RequestModel):
@@ -31,6 +34,13 @@ class SearchIn(RequestModel):
         default="relevance", description="Order the page by relevance or strength"
     )
     peek: bool = Field(default=False, description="Read without counting a recall")
+    as_of: str | None = Field(
+        default=None,
+        max_length=MAX_AS_OF_CHARS,
+        description=AS_OF_DESCRIPTION,
+        json_schema_extra={"format": "date-time"},
+        examples=["2026-12-01T09:30:00Z"],
+    )
 
 
 class Scores(BaseModel):
@@ -99,3 +109,4 @@ class SearchResult(BaseModel):
 class SearchOut(BaseModel):
     mode: Mode
     results: list[SearchResult]
+    as_of: AsOfNote = None

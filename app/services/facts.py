@@ -56,9 +56,10 @@ from app.services.validation import (
     check_limit,
     check_tags,
     fold_path,
+    parse_moment,
     parse_tag_filter,
 )
-from app.services.visibility import SUCCESSOR, current_only, readable, visible_current
+from app.services.visibility import SUCCESSOR, current_only, existed, readable, visible_current
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -101,11 +102,44 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
+class Similar:
+    """An existing fact near one being stored, that its writer may read."""
+
+    id: int
+    path: str
+    cosine: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFact(Fact):
+    """A fact as a store hands it back: with the facts it is near (`similar`), and
+    whether they were looked for at all (`similar_checked`: not without a vector)."""
+
+    similar: list[Similar] = field(default_factory=list)
+    similar_checked: bool = False
+
+
+def stored(fact: Fact, similar: list[Similar] | None) -> StoredFact:
+    """`fact` with its similar facts; `similar` None when they could not be looked for."""
+    own = {name: getattr(fact, name) for name in Fact.__dataclass_fields__}
+    return StoredFact(**own, similar=list(similar or []), similar_checked=similar is not None)
+
+
+def similar_paths(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
+    """The path of each fact among `ids` (the caller knows them readable)."""
+    if not ids:
+        return {}
+    query = select(facts.c.id, paths.c.path).join(paths, paths.c.id == facts.c.path_id)
+    return dict(conn.execute(query.where(facts.c.id.in_(list(ids)))).all())
+
+
+@dataclass(frozen=True, slots=True)
 class FactPage:
     """A page of a listing; `next_cursor` continues it (None at the end)."""
 
     facts: list[Fact]
     next_cursor: str | None
+    as_of: datetime | None = None  # the moment the page shows, when not now
 
 
 @dataclass(frozen=True)
@@ -193,17 +227,35 @@ def _hydrate_statements(conn: Connection) -> tuple[Any, Any, Any]:
     return bk.statements.get("hydrate", build)
 
 
-def hydrate(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[Fact]:
-    """The facts the caller already knows are readable, in the order of `ids`."""
+def hydrate(
+    conn: Connection, ctx: Context, ids: Sequence[int], *, as_of: float | None = None
+) -> list[Fact]:
+    """The facts the caller already knows are readable, in the order of `ids`; with
+    `as_of`, as they stood then (see _as_facts)."""
     if not ids:
         return []
     rows_stmt, _tags, _superseded = _hydrate_statements(conn)
-    return _as_facts(conn, ctx, ids, list(conn.execute(rows_stmt, {"ids": list(ids)})))
+    found = list(conn.execute(rows_stmt, {"ids": list(ids)}))
+    return _as_facts(conn, ctx, ids, found, as_of=as_of)
 
 
-def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[Any]) -> list[Fact]:
+def _as_facts(
+    conn: Connection,
+    ctx: Context,
+    ids: Sequence[int],
+    found: list[Any],
+    *,
+    as_of: float | None = None,
+) -> list[Fact]:
     """Facts from their rows (_COLUMNS), in the order of `ids`; ids without a row are
-    left out."""
+    left out.
+
+    With `as_of`, the supersede and delete state is the one of that moment: a
+    successor created later does not exist yet (`superseded` false, no
+    `superseded_by_id`), and a delete made later has not happened (`deleted_at`
+    null). The recall state and strength are today's: the memory keeps no record of
+    past recalls to rewind them from, and the effective tags come from today's path
+    tags (the schema keeps no history of path tags)."""
     now = ctx.clock()
     rows = {row.id: row for row in found}
     ids = [fid for fid in ids if fid in rows]
@@ -220,6 +272,8 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
     # pointer to a hidden fact is null (SPEC, Access control). `superseded` is the one
     # trace a hidden successor leaves, and it tells no more than the fact's absence
     # from default listings (and a 409 on a second supersede) already does.
+    if as_of is not None:
+        superseded_stmt = superseded_stmt.where(SUCCESSOR.c.created_at <= as_of)
     superseded = set(conn.execute(superseded_stmt, {"ids": ids}).scalars())
     successors: dict[int, int] = {}
     if superseded:
@@ -231,6 +285,7 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
                 ctx.access.read_clause(successor.c.id, successor.c.path_id),
             ),
         )
+        # `superseded` already holds only ids whose successor existed at as_of.
         successors = dict(conn.execute(readable_successors, {"ids": sorted(superseded)}).all())
     older_ids = {row.supersedes_id for row in rows.values() if row.supersedes_id is not None}
     readable_older: set[int] = set()
@@ -261,7 +316,9 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
                 supersedes_id=row.supersedes_id if row.supersedes_id in readable_older else None,
                 superseded_by_id=successors.get(fid),
                 superseded=fid in superseded,
-                deleted_at=_time(row.deleted_at),
+                deleted_at=_time(
+                    row.deleted_at if as_of is None or (row.deleted_at or 0) <= as_of else None
+                ),
                 created_at=_utc(row.created_at),
                 last_recall_at=_time(row.last_recall_at),
                 recall_count=row.recall_count,
@@ -273,15 +330,56 @@ def _as_facts(conn: Connection, ctx: Context, ids: Sequence[int], found: list[An
     return out
 
 
-def _readable_row(conn: Connection, ctx: Context, fact_id: int, *, include_deleted: bool) -> Any:
+def _readable_row(
+    conn: Connection,
+    ctx: Context,
+    fact_id: int,
+    *,
+    include_deleted: bool,
+    as_of: float | None = None,
+) -> Any:
+    """The fact's row if the subject may read it (and it existed at `as_of`), else
+    NotFound; a deleted fact (deleted by `as_of`, with one) only with include_deleted."""
     query = select(facts, paths.c.path).join(paths, paths.c.id == facts.c.path_id)
-    query = query.where(facts.c.id == fact_id, readable(ctx))
+    query = query.where(facts.c.id == fact_id, readable(ctx), existed(as_of))
     if not include_deleted:
-        query = query.where(facts.c.deleted_at.is_(None))
+        alive: Any = facts.c.deleted_at.is_(None)
+        if as_of is not None:
+            alive = or_(alive, facts.c.deleted_at > as_of)
+        query = query.where(alive)
     row = conn.execute(query).first()
     if row is None:
         raise NotFound(f"fact {fact_id} not found")
     return row
+
+
+def moment(conn: Connection, ctx: Context, raw: str | None) -> float | None:
+    """`as_of` as UNIX seconds, checked against this memory: an RFC 3339 time with its
+    offset, not in the future and not before the memory began (its oldest node: an
+    import carries its nodes' times back with its facts). None for None."""
+    if raw is None:
+        return None
+    at = parse_moment(raw).timestamp()
+    if at > ctx.clock() + AS_OF_GRAIN:  # the microsecond now is not the future
+        message = "as_of is in the future: the memory cannot say what it will believe"
+        raise InvalidInput(message, errors=[{"loc": ["as_of"], "msg": message}])
+    began = conn.execute(select(func.min(paths.c.created_at))).scalar()
+    if began is not None and at + AS_OF_GRAIN < began:
+        since = _utc(began).isoformat().replace("+00:00", "Z")
+        message = f"as_of is before this memory began ({since})"
+        raise InvalidInput(message, errors=[{"loc": ["as_of"], "msg": message}])
+    return at + AS_OF_GRAIN
+
+
+# Times are shown to the microsecond (RFC 3339 from a float of UNIX seconds, rounded):
+# a moment covers the whole microsecond it names, so a fact's created_at as shown, given
+# back as as_of, includes that fact (float seconds hold ~0.24 us at today's dates).
+AS_OF_GRAIN = 1e-6
+
+
+def shown_moment(as_of: float | None) -> datetime | None:
+    """The moment an answer `as_of` names, as it was asked (to the microsecond)."""
+    return None if as_of is None else _utc(as_of - AS_OF_GRAIN)
 
 
 # The time of a recall, given at execution to statements built once.
@@ -331,12 +429,14 @@ def get_fact(
     *,
     peek: bool = False,
     include_deleted: bool = False,
+    as_of: float | None = None,
 ) -> Fact:
-    """Hand one fact to its reader: a recall unless `peek`."""
-    row = _readable_row(conn, ctx, fact_id, include_deleted=include_deleted)
-    if not peek and row.deleted_at is None:
+    """Hand one fact to its reader: a recall unless `peek`, or `as_of` (a look at the
+    past is never a recall: it hands out what the memory believed, not what it does)."""
+    row = _readable_row(conn, ctx, fact_id, include_deleted=include_deleted, as_of=as_of)
+    if not peek and as_of is None and row.deleted_at is None:
         recall(conn, ctx, [fact_id])
-    return hydrate(conn, ctx, [fact_id])[0]
+    return hydrate(conn, ctx, [fact_id], as_of=as_of)[0]
 
 
 # Built once, as SUCCESSOR is: the read fragment is cached per column object.
@@ -344,14 +444,17 @@ _OLDER = facts.alias("older")
 _NEWER = facts.alias("newer")
 
 
-def history(conn: Connection, ctx: Context, fact_id: int) -> list[Fact]:
-    """The supersede chain through `fact_id`, oldest first, deleted facts included.
+def history(
+    conn: Connection, ctx: Context, fact_id: int, *, as_of: float | None = None
+) -> list[Fact]:
+    """The supersede chain through `fact_id`, oldest first, deleted facts included;
+    with `as_of`, the chain as it stood then (no fact created later).
 
     The walk steps only through facts the subject may read, and stops at a hidden
     one: a chain visible-hidden-visible shows one side of the hidden fact, never the
     other, as the link between them exists only through the hidden fact.
     """
-    _readable_row(conn, ctx, fact_id, include_deleted=True)
+    _readable_row(conn, ctx, fact_id, include_deleted=True, as_of=as_of)
     older, newer = _OLDER, _NEWER
     back_cte = (
         select(facts.c.id, facts.c.supersedes_id)
@@ -375,13 +478,13 @@ def history(conn: Connection, ctx: Context, fact_id: int) -> list[Fact]:
     ids = (
         conn.execute(
             select(facts.c.id)
-            .where(facts.c.id.in_(chain), readable(ctx))
+            .where(facts.c.id.in_(chain), readable(ctx), existed(as_of))
             .order_by(facts.c.created_at, facts.c.id)
         )
         .scalars()
         .all()
     )
-    return hydrate(conn, ctx, ids)
+    return hydrate(conn, ctx, ids, as_of=as_of)
 
 
 # --- writing -----------------------------------------------------------------
@@ -569,7 +672,7 @@ def recall_fact(conn: Connection, ctx: Context, fact_id: int) -> Fact:
 # make one: a cursor is opaque to clients, and one the server did not make is a 422.
 CURSOR_KEY = "cursor_key"
 _CURSOR_CONTEXT = b"embornal cursor v1\x00"  # this key signs nothing else, but say what
-_BAD_CURSOR = "cursor is not one this listing gave out (or the sort changed)"
+_BAD_CURSOR = "cursor is not one this listing gave out (or the sort or as_of changed)"
 
 
 def _cursor_key(conn: Connection) -> bytes:
@@ -588,7 +691,9 @@ def _encode_cursor(conn: Connection, data: dict[str, Any]) -> str:
     return f"{b64url.encode(payload)}.{b64url.encode(_cursor_mac(_cursor_key(conn), payload))}"
 
 
-def _decode_cursor(conn: Connection, cursor: str, sort: str) -> dict[str, Any]:
+def _decode_cursor(
+    conn: Connection, cursor: str, sort: str, as_of: float | None = None
+) -> dict[str, Any]:
     """The position a cursor of ours holds, or InvalidInput naming `cursor`.
 
     The signature is checked before the payload is parsed at all; the payload's
@@ -605,10 +710,14 @@ def _decode_cursor(conn: Connection, cursor: str, sort: str) -> dict[str, Any]:
         data = json.loads(payload, parse_constant=_no_constant)
         if not isinstance(data, dict) or data.get("sort") != sort:
             raise ValueError("another listing's cursor")
+        if data.get("as_of") != as_of:
+            raise ValueError("a listing at another moment")
         if not _is_int(data.get("id"), 1, MAX_ID):
             raise ValueError("id out of range")
         if sort == "strength" and not (_is_finite(data.get("key")) and _is_finite(data.get("now"))):
             raise ValueError("strength position is not a finite number")
+        if as_of is not None and sort == "created" and not _is_finite(data.get("key")):
+            raise ValueError("as_of position is not a finite number")
         return data
     except (ValueError, RecursionError):
         # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
@@ -654,14 +763,16 @@ def list_facts(
     sort: ListSort = "created",
     limit: int = 50,
     cursor: str | None = None,
+    as_of: float | None = None,
 ) -> FactPage:
     """Browse current facts (not a recall): newest first, or strongest first; of the
-    subtree `under`, or of the one node `at` (not below it)."""
+    subtree `under`, or of the one node `at` (not below it). With `as_of`, the facts
+    current at that moment (app.services.visibility.current_only)."""
     check_limit(limit)
-    position = _decode_cursor(conn, cursor, sort) if cursor else None
+    position = _decode_cursor(conn, cursor, sort, as_of) if cursor else None
     # A strength listing keeps the clock of its first page, so pages never overlap.
     now = float(position["now"]) if position and sort == "strength" else ctx.clock()
-    query = select(facts.c.id).where(readable(ctx), current_only(), *tag_filters(tags))
+    query = select(facts.c.id).where(readable(ctx), current_only(as_of), *tag_filters(tags))
     scope = subtree_filter(under)
     if scope is not None:
         query = query.where(scope)
@@ -674,6 +785,19 @@ def list_facts(
         if position:
             key, last = float(position["key"]), int(position["id"])
             query = query.where(or_(decay > key, and_(decay == key, facts.c.id > last)))
+    elif as_of is not None:
+        # Newest first as of the moment: by creation time, from the moment backwards
+        # (ix_facts_created_at), not past every fact created since.
+        query = query.add_columns(facts.c.created_at.label("key"))
+        query = query.order_by(facts.c.created_at.desc(), facts.c.id.desc())
+        if position:
+            key, last = float(position["key"]), int(position["id"])
+            query = query.where(
+                or_(
+                    facts.c.created_at < key,
+                    and_(facts.c.created_at == key, facts.c.id < last),
+                )
+            )
     else:
         query = query.order_by(facts.c.id.desc())
         if position:
@@ -684,10 +808,15 @@ def list_facts(
     if more and page:
         last_row = page[-1]
         data: dict[str, Any] = {"sort": sort, "id": last_row.id}
+        if as_of is not None:
+            data["as_of"] = as_of
         if sort == "strength":
             data |= {"key": last_row.key, "now": now}
+        elif as_of is not None:
+            data["key"] = last_row.key
         next_cursor = _encode_cursor(conn, data)
-    return FactPage(hydrate(conn, ctx, [row.id for row in page]), next_cursor)
+    facts_out = hydrate(conn, ctx, [row.id for row in page], as_of=as_of)
+    return FactPage(facts_out, next_cursor, shown_moment(as_of))
 
 
 def totals(conn: Connection) -> dict[str, int]:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -107,20 +108,22 @@ class Scope:
     under: str | None = None
     tags: tuple[str, ...] = ()
     min_strength: float | None = None
+    # Current at this moment (UNIX seconds) rather than now: see visibility.current_only.
+    as_of: float | None = None
 
     @property
     def _holds_time(self) -> bool:
-        """A minimum strength is a test against the time now: no statement to keep."""
-        return self.min_strength is not None and self.min_strength > 0
+        """A minimum strength is a test against the time now, and `as_of` holds a
+        moment too: no statement to keep."""
+        return (self.min_strength is not None and self.min_strength > 0) or (self.as_of is not None)
 
     def clauses(self) -> list[Any]:
-        clauses = [visible_current(self.ctx), *fact_service.tag_filters(self.tags)]
+        clauses = [visible_current(self.ctx, self.as_of), *fact_service.tag_filters(self.tags)]
         scope = fact_service.subtree_filter(self.under)
         if scope is not None:
             clauses.append(scope)
-        if self._holds_time:
+        if self.min_strength is not None and self.min_strength > 0:
             # strength >= m  <=>  elapsed/stability <= -ln(m)
-            assert self.min_strength is not None
             clauses.append(decay_sql(self.ctx.clock()) <= -math.log(self.min_strength))
         return clauses
 
@@ -356,6 +359,9 @@ class Query:
     min_cosine: float = -1.0
     # The time span the question names ("last week"), which boosts facts created in it.
     window: Window | None = None
+    # Search the memory as it stood at this moment (UNIX seconds, checked by
+    # facts.moment); never a recall.
+    as_of: float | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +370,7 @@ class Ranking:
     order: list[tuple[int, float]]  # (fact id, the score it was ranked by), best first
     scores: dict[int, dict[str, Any]]  # the page's facts only
     sort: SearchSort = "relevance"
+    as_of: float | None = None
 
 
 def prepare(
@@ -381,6 +388,7 @@ def prepare(
     min_cosine: float = -1.0,
     now: float | None = None,
     embed_now: bool = True,
+    as_of: float | None = None,
 ) -> Query:
     """Check the request and embed the query text: model time, spent before any
     transaction opens, so a search never holds the database while the model runs.
@@ -405,7 +413,17 @@ def prepare(
         raise Unavailable(f"{mode} search needs an embedding model: {reason}")
     span = timewords.window(q, now) if now is not None and mode != "keyword" else None
     query = Query(
-        q, mode, limit, None, under, tuple(tags or ()), min_strength, sort, min_cosine, span
+        q,
+        mode,
+        limit,
+        None,
+        under,
+        tuple(tags or ()),
+        min_strength,
+        sort,
+        min_cosine,
+        span,
+        as_of,
     )
     return embed(query, embedder, cache) if embed_now else query
 
@@ -554,7 +572,7 @@ def _hybrid_depth(limit: int) -> int:
 def keyword_half(conn: Connection, ctx: Context, query: Query) -> KeywordHalf:
     """Rank the keyword half of hybrid `query`: it needs no vector, so it can run (in a
     snapshot of its own) while the query is embedded and the semantic half ranks."""
-    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     depth = _hybrid_depth(query.limit)
     hits = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
     wanted, held = held_words(conn, query.q, [hit.fact_id for hit in hits])
@@ -567,7 +585,7 @@ def semantic_half(
     """(fact id, cosine distance) nearest first, as deep as `query`'s mode ranks; a
     candidate under the query's cosine floor is no match, in semantic and hybrid alike."""
     assert query.vector is not None
-    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     depth = query.limit if query.mode == "semantic" else _hybrid_depth(query.limit)
     vectors = backend(conn).vectors
     if vectors.in_database:
@@ -592,7 +610,7 @@ def rank(
     Each half runs once (here, unless `keyword` or `semantic` brings it, ranked in an
     earlier snapshot); scores are made for the page alone.
     """
-    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength)
+    scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     limit = query.limit
     scores: dict[int, dict[str, Any]] = {}
     if query.mode == "keyword":
@@ -602,12 +620,13 @@ def rank(
             score = keyword_score(position)
             order.append((hit.fact_id, score))
             scores[hit.fact_id] = {"keyword": score, "all_words": hit.all_words}
-        return Ranking(query.mode, order, scores, query.sort)
+        return Ranking(query.mode, order, scores, query.sort, query.as_of)
     if semantic is None:
         semantic = semantic_half(conn, ctx, query, index)
     if query.mode == "semantic":
         order = [(fid, 1.0 - distance) for fid, distance in semantic]
-        return Ranking(query.mode, order, {fid: {"cosine": c} for fid, c in order}, query.sort)
+        cosines = {fid: {"cosine": c} for fid, c in order}
+        return Ranking(query.mode, order, cosines, query.sort, query.as_of)
     half = keyword if keyword is not None else keyword_half(conn, ctx, query)
     keyword_hits, shares = half.hits, half.shares
     candidates = [hit.fact_id for hit in keyword_hits] + [fid for fid, _ in semantic]
@@ -628,7 +647,37 @@ def rank(
         scores[fid]["rrf"] = value
         if fid in in_window:
             scores[fid]["in_window"] = True
-    return Ranking(query.mode, order, scores, query.sort)
+    return Ranking(query.mode, order, scores, query.sort, query.as_of)
+
+
+def similar_to(
+    conn: Connection,
+    ctx: Context,
+    index: VectorIndex,
+    vector: np.ndarray,
+    *,
+    want: int,
+    min_cosine: float,
+    exclude: frozenset[int] = frozenset(),
+) -> list[tuple[int, float]]:
+    """(fact id, cosine), nearest first: up to `want` current facts the subject may read
+    at least `min_cosine` near `vector`, leaving out `exclude`. The store's near-duplicate
+    check: the nearest-neighbour search of semantic mode (the same ACL-inside-the-search,
+    never-starved walk), on the vector the store already made."""
+    scope = Scope(ctx)
+    depth = want + len(exclude)
+    vectors = backend(conn).vectors
+    if vectors.in_database:
+        nearest = vectors.nearest(conn, scope.clauses(), vector, depth)
+    else:
+        nearest = semantic_ranking(conn, scope, index, vector, depth)
+    near = [(fid, 1.0 - d) for fid, d in nearest if fid not in exclude and 1.0 - d >= min_cosine]
+    return near[:want]
+
+
+def still_visible(conn: Connection, ctx: Context, ids: Iterable[int]) -> set[int]:
+    """The ids among `ids` the subject may read now and that are still current."""
+    return _visible(conn, Scope(ctx), sorted(ids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,18 +691,22 @@ class SearchResult:
 class SearchPage:
     mode: Mode
     results: list[SearchResult]
+    as_of: datetime | None = None  # the moment searched, when not now
 
 
 def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> SearchPage:
-    """Hand the results to the reader: each one a recall unless `peek`.
+    """Hand the results to the reader: each one a recall unless `peek` (or `as_of`:
+    a search of the past is never a recall).
 
     The ids are checked again here: ranking may have run in an earlier
     transaction, and a fact deleted or hidden since must not be handed out.
     """
     wanted = [fid for fid, _ in ranking.order]
-    if peek:
-        still = _visible(conn, Scope(ctx), wanted)
-        handed = fact_service.hydrate(conn, ctx, [fid for fid in wanted if fid in still])
+    as_of = ranking.as_of
+    if peek or as_of is not None:
+        still = _visible(conn, Scope(ctx, as_of=as_of), wanted)
+        kept = [fid for fid in wanted if fid in still]
+        handed = fact_service.hydrate(conn, ctx, kept, as_of=as_of)
     else:
         handed = fact_service.recall_visible(conn, ctx, wanted)
     hydrated = {fact.id: fact for fact in handed}
@@ -664,4 +717,4 @@ def deliver(conn: Connection, ctx: Context, ranking: Ranking, *, peek: bool) -> 
     ]
     if ranking.sort == "strength":
         results.sort(key=lambda r: (-r.fact.strength, r.fact.id))
-    return SearchPage(ranking.mode, results)
+    return SearchPage(ranking.mode, results, fact_service.shown_moment(as_of))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from app.errors import InvalidInput
 from app.identifiers import hidden_character
@@ -151,3 +152,32 @@ def check_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         raise _invalid("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     return limit
+
+
+# RFC 3339 date-time: a date, a time, and an offset (Z or +hh:mm). Stricter than
+# datetime.fromisoformat (which takes a date alone, a naive time, week dates...) and
+# than pydantic's lax datetime (which takes a bare UNIX number).
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+)
+MAX_MOMENT_CHARS = 40
+
+
+def parse_moment(text: str, field: str = "as_of") -> datetime:
+    """An RFC 3339 date-time that carries its offset, as an aware datetime in UTC."""
+    if not isinstance(text, str) or len(text) > MAX_MOMENT_CHARS or not _RFC3339.match(text):
+        raise _invalid(
+            field,
+            f"{field} must be an RFC 3339 date-time with a timezone, "
+            "e.g. 2026-12-01T09:30:00Z or 2026-12-01T10:30:00+01:00",
+        )
+    normal = text.upper().replace(" ", "T").replace("Z", "+00:00")
+    whole, dot, rest = normal.partition(".")
+    if dot:  # fromisoformat takes at most microseconds
+        digits, offset = rest[:-6], rest[-6:]
+        normal = f"{whole}.{digits[:6].ljust(6, '0')}{offset}"
+    try:
+        moment = datetime.fromisoformat(normal)
+    except ValueError:
+        raise _invalid(field, f"{field} {text!r} is not a date and time that exists") from None
+    return moment.astimezone(UTC)

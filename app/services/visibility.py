@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, or_, select, true
 
 from app.db.tables import facts
 from app.services.context import Context
@@ -20,13 +20,37 @@ def readable(ctx: Context) -> Any:
 SUCCESSOR = facts.alias("successor")
 
 
-def current_only() -> Any:
-    """Not deleted and not superseded: what default listings, counts and searches show."""
+def current_only(as_of: float | None = None) -> Any:
+    """Not deleted and not superseded: what default listings, counts and searches show.
+
+    With `as_of` (UNIX seconds), current *at that moment*, from the times the facts
+    already carry: created by then, not deleted by then, and no successor created by
+    then. A fact is immutable and its successor's created_at is the moment it was
+    superseded, so no history table is needed and no index is rebuilt; the successor
+    is found through the unique index on supersedes_id, as today.
+    """
+    if as_of is None:
+        return and_(
+            facts.c.deleted_at.is_(None),
+            ~select(SUCCESSOR.c.id).where(SUCCESSOR.c.supersedes_id == facts.c.id).exists(),
+        )
     return and_(
-        facts.c.deleted_at.is_(None),
-        ~select(SUCCESSOR.c.id).where(SUCCESSOR.c.supersedes_id == facts.c.id).exists(),
+        facts.c.created_at <= as_of,
+        or_(facts.c.deleted_at.is_(None), facts.c.deleted_at > as_of),
+        ~select(SUCCESSOR.c.id)
+        .where(SUCCESSOR.c.supersedes_id == facts.c.id, SUCCESSOR.c.created_at <= as_of)
+        .exists(),
     )
 
 
-def visible_current(ctx: Context) -> Any:
-    return and_(current_only(), readable(ctx))
+def existed(as_of: float | None) -> Any:
+    """Facts that existed at `as_of` (created by then), whatever happened to them since;
+    every fact when `as_of` is None. For reads that show deleted and superseded facts
+    too (by id with include_deleted, history)."""
+    if as_of is None:
+        return true()
+    return facts.c.created_at <= as_of
+
+
+def visible_current(ctx: Context, as_of: float | None = None) -> Any:
+    return and_(current_only(as_of), readable(ctx))

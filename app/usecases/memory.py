@@ -22,10 +22,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 from sqlalchemy import Connection, text
 
 from app.auth.subjects import validate_subject
@@ -35,8 +37,8 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Forbidden, InvalidInput, Unavailable, is_public
-from app.rules import LOCAL_SUBJECT, ListSort, Mode, SearchSort
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, is_public
+from app.rules import LOCAL_SUBJECT, MAX_SIMILAR, ListSort, Mode, OnDuplicate, SearchSort
 from app.runtime import Runtime, open_engine, open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
@@ -47,9 +49,10 @@ from app.services import transfer
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
-from app.services.facts import CheckedFact, Fact, FactPage, NewFact
+from app.services.facts import CheckedFact, Fact, FactPage, NewFact, Similar, StoredFact
 from app.services.paths import Child, Node
 from app.services.search import SearchPage
+from app.services.validation import parse_moment
 from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
@@ -68,6 +71,8 @@ class SearchRequest:
     limit: int = 10
     sort: SearchSort = "relevance"
     peek: bool = False
+    # RFC 3339 with an offset: search the memory as it stood then (never a recall).
+    as_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,31 +166,104 @@ class Memory:
 
     # --- facts -----------------------------------------------------------------
 
-    def store(self, subject: str, item: NewFact) -> Fact:
-        """Store one fact (a correction when it names `supersedes_id`)."""
-        return self.store_batch(subject, [item])[0]
+    def store(
+        self, subject: str, item: NewFact, *, on_duplicate: OnDuplicate = "allow"
+    ) -> StoredFact:
+        """Store one fact (a correction when it names `supersedes_id`), with the facts it
+        is near (`similar`); `on_duplicate="refuse"` makes a near one a 409 instead."""
+        return self.store_batch(subject, [item], on_duplicate=on_duplicate)[0]
 
     def store_batch(
-        self, subject: str, items: Sequence[NewFact], *, error_prefix: Sequence[Any] = ()
-    ) -> list[Fact]:
-        """Store facts all or nothing: check, embed with no lock held, then write."""
+        self,
+        subject: str,
+        items: Sequence[NewFact],
+        *,
+        error_prefix: Sequence[Any] = (),
+        on_duplicate: OnDuplicate = "allow",
+    ) -> list[StoredFact]:
+        """Store facts all or nothing: check, embed with no lock held, then write.
+
+        Each stored fact comes back with up to 3 current facts its writer may read whose
+        cosine to it reaches search.similar_threshold (`similar`), found with the vector
+        the store made (no second embedding) before anything is written, so neither the
+        batch's own facts nor the fact an item supersedes count. Without a vector (no
+        model, or it failed) `similar_checked` is false. With `on_duplicate="refuse"` any
+        similar fact is a Conflict naming it, and nothing is written.
+        """
         checked = fact_service.validate_new_facts(
             items, self.runtime.settings.limits, error_prefix=error_prefix
         )
         # The model runs before the write lock: it must not hold up other writers.
-        vectors = embed_for_store(self._model(), [item.content for item in checked])
+        embedder = self._model()
+        vectors = embed_for_store(embedder, [item.content for item in checked])
+        threshold = self.runtime.settings.search.similar_threshold
+        if threshold is None and embedder is not None:
+            threshold = catalog.similar_cosine(embedder.name)
+        near: list[list[Similar] | None] = [None] * len(checked)
+        if threshold is not None and any(vector is not None for vector in vectors):
+            # In a read snapshot, as a search ranks: a batch's searches (a few ms each)
+            # must not hold the write lock. A near fact stored between the two
+            # transactions is not seen: `similar` is a hint, not a uniqueness rule.
+            with self.transaction(subject) as (conn, ctx):
+                near = [
+                    None
+                    if vector is None
+                    else self._similar(conn, ctx, vector, threshold, item.supersedes_id)
+                    for item, vector in zip(checked, vectors, strict=True)
+                ]
         with self.transaction(subject, write=True) as (conn, ctx):
-            return fact_service.store_facts(
+            # Named only if still readable and current under this transaction's rules.
+            hits = {s.id for found in near for s in found or ()}
+            kept = search_service.still_visible(conn, ctx, hits) if hits else set()
+            near = [None if found is None else [s for s in found if s.id in kept] for found in near]
+            if on_duplicate == "refuse":
+                _refuse_duplicates(near, error_prefix, many=len(checked) > 1)
+            facts = fact_service.store_facts(
                 conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
             )
+            return [fact_service.stored(f, n) for f, n in zip(facts, near, strict=True)]
+
+    def _similar(
+        self,
+        conn: Connection,
+        ctx: Context,
+        vector: bytes,
+        threshold: float,
+        supersedes_id: int | None,
+    ) -> list[fact_service.Similar]:
+        found = search_service.similar_to(
+            conn,
+            ctx,
+            self.runtime.vector_index,
+            np.frombuffer(vector, dtype="<f4"),
+            want=MAX_SIMILAR,
+            min_cosine=threshold,
+            exclude=frozenset() if supersedes_id is None else frozenset({supersedes_id}),
+        )
+        where = fact_service.similar_paths(conn, [fid for fid, _ in found])
+        return [fact_service.Similar(fid, where[fid], round(c, 6)) for fid, c in found]
 
     def get(
-        self, subject: str, fact_id: int, *, peek: bool = False, include_deleted: bool = False
+        self,
+        subject: str,
+        fact_id: int,
+        *,
+        peek: bool = False,
+        include_deleted: bool = False,
+        as_of: str | None = None,
     ) -> Fact:
-        """Hand one fact to its reader: a recall unless `peek` (which writes nothing)."""
-        with self.transaction(subject, write=not peek) as (conn, ctx):
+        """Hand one fact to its reader: a recall unless `peek` or `as_of` (the fact as it
+        stood at that moment), which write nothing."""
+        if as_of is not None:
+            parse_moment(as_of)
+        with self.transaction(subject, write=not peek and as_of is None) as (conn, ctx):
             return fact_service.get_fact(
-                conn, ctx, fact_id, peek=peek, include_deleted=include_deleted
+                conn,
+                ctx,
+                fact_id,
+                peek=peek,
+                include_deleted=include_deleted,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
 
     def recall(self, subject: str, fact_id: int) -> Fact:
@@ -193,10 +271,13 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             return fact_service.recall_fact(conn, ctx, fact_id)
 
-    def history(self, subject: str, fact_id: int) -> list[Fact]:
-        """The supersede chain through a fact, oldest first (what the subject may read)."""
+    def history(self, subject: str, fact_id: int, *, as_of: str | None = None) -> list[Fact]:
+        """The supersede chain through a fact, oldest first (what the subject may read);
+        with `as_of`, as it stood at that moment."""
         with self.transaction(subject) as (conn, ctx):
-            return fact_service.history(conn, ctx, fact_id)
+            return fact_service.history(
+                conn, ctx, fact_id, as_of=fact_service.moment(conn, ctx, as_of)
+            )
 
     def delete(self, subject: str, fact_id: int) -> None:
         with self.transaction(subject, write=True) as (conn, ctx):
@@ -212,11 +293,21 @@ class Memory:
         sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
+        as_of: str | None = None,
     ) -> FactPage:
-        """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`)."""
+        """Browse current facts (not a recall): of a subtree (`under`) or of one node (`at`);
+        with `as_of` (RFC 3339), those current at that moment."""
         with self.transaction(subject) as (conn, ctx):
             return fact_service.list_facts(
-                conn, ctx, under=under, at=at, tags=tags, sort=sort, limit=limit, cursor=cursor
+                conn,
+                ctx,
+                under=under,
+                at=at,
+                tags=tags,
+                sort=sort,
+                limit=limit,
+                cursor=cursor,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
 
     # --- the tree --------------------------------------------------------------
@@ -234,13 +325,21 @@ class Memory:
         sort: ListSort = "created",
         limit: int = 50,
         cursor: str | None = None,
+        as_of: str | None = None,
     ) -> Browse:
         """A node with the facts that sit at it (not below), in one snapshot; `cursor`
-        (a previous page's `next_cursor`) pages through those facts."""
+        (a previous page's `next_cursor`) pages through those facts. With `as_of`, the
+        facts at the node then (the node's tags, children and counts are today's)."""
         with self.transaction(subject) as (conn, ctx):
             node = path_service.describe_path(conn, ctx, path)
             page = fact_service.list_facts(
-                conn, ctx, at=node.path, sort=sort, limit=limit, cursor=cursor
+                conn,
+                ctx,
+                at=node.path,
+                sort=sort,
+                limit=limit,
+                cursor=cursor,
+                as_of=fact_service.moment(conn, ctx, as_of),
             )
         return Browse(
             **{f.name: getattr(node, f.name) for f in fields(Node)},
@@ -275,9 +374,12 @@ class Memory:
         """Search: check and embed first (no transaction), rank in a read snapshot,
         then hand out the page, counting a recall of each result unless `peek`.
 
-        The write lock is taken only for the recalls; a peek takes none.
+        The write lock is taken only for the recalls; a peek takes none, nor does a
+        search `as_of` a moment (the memory as it stood then; never a recall).
         """
         rt = self.runtime
+        # Checked first: a bad or out-of-range moment costs no model time.
+        at = self._moment(subject, request.as_of)
         # The model loaded here, embedding before any transaction; whether another
         # process switched the memory to another model since is asked in the ranking's
         # snapshot (one read there, not a transaction of its own). A keyword search
@@ -285,14 +387,23 @@ class Memory:
         uses_model = request.mode != "keyword"
         # With no model loaded, look for one first: prepare() would refuse without it.
         embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
-        checked = self._prepare_search(request, embedder, embed_now=False)
+        checked = replace(self._prepare_search(request, embedder, embed_now=False), as_of=at)
         ranking = self._rank(subject, checked, embedder, uses_model)
         if ranking is None:
-            query = self._prepare_search(request, self._model())
+            query = replace(self._prepare_search(request, self._model()), as_of=at)
             with self.transaction(subject) as (conn, ctx):
                 ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-        with self.transaction(subject, write=not request.peek) as (conn, ctx):
+        recalls = not request.peek and at is None
+        with self.transaction(subject, write=recalls) as (conn, ctx):
             return search_service.deliver(conn, ctx, ranking, peek=request.peek)
+
+    def _moment(self, subject: str, as_of: str | None) -> float | None:
+        """`as_of` checked against the memory (app.services.facts.moment), or None."""
+        if as_of is None:
+            return None
+        parse_moment(as_of)  # bad text is refused before any transaction opens
+        with self.transaction(subject) as (conn, ctx):
+            return fact_service.moment(conn, ctx, as_of)
 
     def _rank(
         self,
@@ -552,6 +663,21 @@ class Memory:
         )
 
 
+def _refuse_duplicates(
+    near: Sequence[list[fact_service.Similar] | None], error_prefix: Sequence[Any], *, many: bool
+) -> None:
+    """Conflict naming the first similar fact, if any item has one (nothing is written)."""
+    for index, hits in enumerate(near):
+        if hits:
+            hit = hits[0]
+            which = f"fact {index} of the batch" if many else "this fact"
+            raise Conflict(
+                f"{which} is similar to fact {hit.id} at {hit.path} (cosine {hit.cosine:.2f}): "
+                f"store it with supersedes_id {hit.id} to correct that fact, or without "
+                "on_duplicate=refuse to keep both"
+            )
+
+
 def _counting_facts(
     records: Iterator[transfer.Record], total: int, on_progress: ProgressCallback
 ) -> Iterator[transfer.Record]:
@@ -575,6 +701,12 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
         return backup_database(engine, target, force=force)
     finally:
         engine.dispose()
+
+
+def moment_of(as_of: str | None) -> datetime | None:
+    """An `as_of` argument as the moment it names, in UTC (InvalidInput if it names none):
+    for a front end that echoes the moment it answered for."""
+    return parse_moment(as_of) if as_of is not None else None
 
 
 def check_facts(items: Sequence[NewFact], limits: LimitsSettings) -> list[CheckedFact]:
@@ -618,6 +750,9 @@ __all__ = [
     "Node",
     "SearchPage",
     "SearchRequest",
+    "Similar",
+    "StoredFact",
     "check_facts",
+    "moment_of",
     "open_memory",
 ]

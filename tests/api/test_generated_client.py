@@ -62,11 +62,11 @@ def test_store_read_and_supersede(generated: ModuleType, client: TestClient, aut
     history = _module("api.facts.get_fact_history")
     get_path = _module("api.paths.get_path")
 
-    tags = models.FactInTags.from_dict({"lang": "en"})
+    tags = models.StoreInTags.from_dict({"lang": "en"})
     old = store_fact.sync(
-        client=api, body=models.FactIn(path="/Gen/Client", content="the port is 8000", tags=tags)
+        client=api, body=models.StoreIn(path="/Gen/Client", content="the port is 8000", tags=tags)
     )
-    assert isinstance(old, models.Fact), old
+    assert isinstance(old, models.StoredFact), old
     assert old.path == "/gen/client"
     assert old.tags.additional_properties == {"lang": "en", "owner": "default"}
 
@@ -77,14 +77,14 @@ def test_store_read_and_supersede(generated: ModuleType, client: TestClient, aut
 
     new = store_fact.sync(
         client=api,
-        body=models.FactIn(path="/gen/client", content="the port is 8420", supersedes_id=old.id),
+        body=models.StoreIn(path="/gen/client", content="the port is 8420", supersedes_id=old.id),
     )
-    assert isinstance(new, models.Fact)
+    assert isinstance(new, models.StoredFact)
     assert new.supersedes_id == old.id
 
     again = store_fact.sync_detailed(
         client=api,
-        body=models.FactIn(path="/gen/client", content="9000?", supersedes_id=old.id),
+        body=models.StoreIn(path="/gen/client", content="9000?", supersedes_id=old.id),
     )
     assert again.status_code == 409
     assert isinstance(again.parsed, models.Problem)

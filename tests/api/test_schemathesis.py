@@ -70,7 +70,8 @@ SEED = 20_240_601
 
 # Operations whose input has rules the document cannot state: a path's segments (folded to
 # lowercase first), tag keys and values and the reserved `owner` key, content limits set in
-# config, an opaque cursor, the grammar of a policy line. Schema-valid input may break them,
+# config, an opaque cursor, the grammar of a policy line, an `as_of` within the memory's
+# life (after it began, not in the future). Schema-valid input may break them,
 # and the answer is a 422 naming the field (checked by `errors_are_problems`), so
 # `positive_data_acceptance` takes a 422 there. Everywhere else it takes none.
 SEMANTIC_422 = [
@@ -79,6 +80,8 @@ SEMANTIC_422 = [
     "list_facts",
     "search_facts",
     "search_facts_post",
+    "get_fact",
+    "get_fact_history",
     "get_path",
     "set_path_tags",
     "delete_path_tag",

@@ -19,23 +19,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.mcp.conftest import ok, refused
+from tests.mcp.test_mcp_tools import TOOLS
 from tests.ops import conftest as ops
 from tests.ops.live import ROOT, LiveServer, cli_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(120)]
 start_server = ops.start_server
-
-TOOLS = {
-    "store_fact",
-    "search_facts",
-    "get_fact",
-    "fact_history",
-    "delete_fact",
-    "browse_path",
-    "list_facts",
-    "tag_path",
-    "whoami",
-}
 
 
 @asynccontextmanager

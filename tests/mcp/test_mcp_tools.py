@@ -28,6 +28,10 @@ TOOLS = {
     "list_facts",
     "tag_path",
     "whoami",
+    "store_facts",
+    "list_policies",
+    "add_policy",
+    "remove_policy",
 }
 
 
@@ -358,7 +362,7 @@ async def test_metadata_names_the_configured_issuer(
 async def test_an_unexpected_failure_says_nothing_of_itself(
     mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: Any, subject: str, fact_id: int) -> None:
+    def broken(self: Any, subject: str, fact_id: int, **_options: Any) -> None:
         raise RuntimeError("no such table: /srv/secret/memory.db")
 
     monkeypatch.setattr("app.usecases.memory.Memory.history", broken)

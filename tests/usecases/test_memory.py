@@ -13,9 +13,10 @@ from tests.conftest import TEST_WIDTH, TINY
 def test_readiness_names_the_model_and_counts_what_waits_for_it(rt: Runtime) -> None:
     rt.embedder = FakeEmbedder(TEST_WIDTH)
     memory = Memory(rt)
-    memory.store("default", NewFact("/r", "embedded at once"))
     head = migrate.head_revision()
     assert memory.readiness().index == Check(False, "the vector index is not loaded (see the log)")
+    # (A store's `similar` search loads the index as any search does, before its insert.)
+    memory.store("default", NewFact("/r", "embedded at once"))
     rt.load_vector_index()  # what the app's lifespan does before it takes a request
     assert memory.readiness() == Readiness(
         Check(True),

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Response, status
 
 from app.api.deps import MemoryDep, SubjectDep
-from app.api.params import TagQuery, UnderQuery
+from app.api.params import AsOfQuery, TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
 from app.rules import MAX_ID, MAX_LIMIT, ListSort
 from app.schemas import facts as schema
-from app.usecases.memory import Fact, FactPage, NewFact
+from app.usecases.memory import Fact, FactPage, NewFact, StoredFact, moment_of
 
 router = APIRouter(prefix="/v1/facts", tags=["facts"])
 
@@ -31,20 +31,20 @@ def _new(item: schema.FactIn) -> NewFact:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    response_model=schema.Fact,
+    response_model=schema.StoredFact,
     operation_id="store_fact",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
-def store_fact(body: schema.FactIn, memory: MemoryDep, subject: SubjectDep) -> Fact:
+def store_fact(body: schema.StoreIn, memory: MemoryDep, subject: SubjectDep) -> StoredFact:
     """Store one fact (superseding another with `supersedes_id`)."""
     with located("body"):
-        return memory.store(subject, _new(body))
+        return memory.store(subject, _new(body), on_duplicate=body.on_duplicate)
 
 
 @router.post(
     "/batch",
     status_code=status.HTTP_201_CREATED,
-    response_model=schema.FactsOut,
+    response_model=schema.StoredFacts,
     operation_id="store_facts_batch",
     responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
 )
@@ -53,7 +53,10 @@ def store_facts_batch(
 ) -> dict[str, Any]:
     """Store several facts, all or nothing."""
     items = [_new(f) for f in body.facts]
-    return {"facts": memory.store_batch(subject, items, error_prefix=["body", "facts"])}
+    stored = memory.store_batch(
+        subject, items, error_prefix=["body", "facts"], on_duplicate=body.on_duplicate
+    )
+    return {"facts": stored}
 
 
 @router.get(
@@ -72,11 +75,12 @@ def list_facts(
     cursor: Annotated[
         str | None, Query(max_length=1024, description="next_cursor of the previous page")
     ] = None,
+    as_of: AsOfQuery = None,
 ) -> FactPage:
     """List current facts (browsing, not a recall), with cursor pagination."""
     with located("query"):
         return memory.list_facts(
-            subject, under=under, tags=tag, sort=sort, limit=limit, cursor=cursor
+            subject, under=under, tags=tag, sort=sort, limit=limit, cursor=cursor, as_of=as_of
         )
 
 
@@ -92,9 +96,11 @@ def get_fact(
     subject: SubjectDep,
     peek: Peek = False,
     include_deleted: Annotated[bool, Query(description="Show a deleted fact too")] = False,
+    as_of: AsOfQuery = None,
 ) -> Fact:
-    """Read one fact by id (a recall, unless `peek`)."""
-    return memory.get(subject, fact_id, peek=peek, include_deleted=include_deleted)
+    """Read one fact by id (a recall, unless `peek` or `as_of`)."""
+    with located("query"):
+        return memory.get(subject, fact_id, peek=peek, include_deleted=include_deleted, as_of=as_of)
 
 
 @router.delete(
@@ -116,10 +122,12 @@ def delete_fact(fact_id: FactId, memory: MemoryDep, subject: SubjectDep) -> None
     responses=problems(*AUTHED, 404),
 )
 def get_fact_history(
-    fact_id: FactId, memory: MemoryDep, subject: SubjectDep
-) -> dict[str, list[Fact]]:
+    fact_id: FactId, memory: MemoryDep, subject: SubjectDep, as_of: AsOfQuery = None
+) -> dict[str, Any]:
     """Return the supersede chain through a fact, oldest first."""
-    return {"facts": memory.history(subject, fact_id)}
+    with located("query"):
+        chain = memory.history(subject, fact_id, as_of=as_of)
+    return {"facts": chain, "as_of": moment_of(as_of)}
 
 
 @router.post(

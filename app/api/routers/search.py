@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import MemoryDep, SubjectDep
-from app.api.params import TagQuery, UnderQuery
+from app.api.params import AsOfQuery, TagQuery, UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
 from app.rules import MAX_LIMIT, MAX_QUERY_CHARS, Mode, SearchSort
@@ -29,6 +29,7 @@ def _search(memory: Memory, subject: str, where: str, params: SearchIn) -> Searc
         limit=params.limit,
         sort=params.sort,
         peek=params.peek,
+        as_of=params.as_of,
     )
     with located(where):
         return memory.search(subject, request)
@@ -50,6 +51,7 @@ def search_facts(
         "relevance"
     ),
     peek: Annotated[bool, Query(description="Read without counting a recall")] = False,
+    as_of: AsOfQuery = None,
 ) -> SearchPage:
     """Search facts by keyword, by meaning, or both (a recall of each result unless `peek`)."""
     # Already validated as query parameters, with the same constraints as SearchIn.
@@ -62,6 +64,7 @@ def search_facts(
         limit=limit,
         sort=sort,
         peek=peek,
+        as_of=as_of,
     )
     return _search(memory, subject, "query", params)
 

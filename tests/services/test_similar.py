@@ -1,0 +1,117 @@
+"""`similar` on store: the facts a store is near, that its writer can read (SPEC)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db.tables import facts
+from app.embeddings.fake import FakeEmbedder
+from app.errors import Conflict
+from app.usecases.memory import Memory, NewFact, Similar
+from tests.conftest import TEST_WIDTH
+from tests.services.test_search import grant
+
+BACKUP = "the staging database is backed up every night at two"
+
+
+@pytest.fixture
+def model(rt):
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    return rt.embedder
+
+
+def count(rt) -> int:
+    with rt.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(facts)).scalar_one()
+
+
+def test_a_near_duplicate_names_the_earlier_fact_and_an_unrelated_one_does_not(
+    actor, model
+) -> None:
+    me = actor()
+    first = me.memory.store(me.subject, NewFact("/ops", BACKUP))
+    assert first.similar == [] and first.similar_checked is True
+    again = me.memory.store(
+        me.subject, NewFact("/ops/db", "every night at two the staging database is backed up")
+    )
+    assert [(s.id, s.path) for s in again.similar] == [(first.id, "/ops")]
+    assert again.similar[0].cosine >= 0.63
+    other = me.memory.store(me.subject, NewFact("/ops", "the office plants need water on fridays"))
+    assert other.similar == [] and other.similar_checked is True
+
+
+def test_at_most_three_nearest_first_and_never_the_superseded_one(actor, model) -> None:
+    me = actor()
+    olds = [me.memory.store(me.subject, NewFact("/d", BACKUP + "!" * i)) for i in range(5)]
+    fresh = me.memory.store(me.subject, NewFact("/d", BACKUP))
+    assert len(fresh.similar) == 3
+    cosines = [s.cosine for s in fresh.similar]
+    assert cosines == sorted(cosines, reverse=True)
+    # A correction of a fact is near it by nature: that one is not a duplicate.
+    fix = me.memory.store(me.subject, NewFact("/d", BACKUP + " (fixed)", supersedes_id=olds[0].id))
+    assert olds[0].id not in {s.id for s in fix.similar}
+
+
+def test_a_similar_fact_the_writer_cannot_read_is_never_named(actor, rt, model) -> None:
+    owner = actor()
+    hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
+    grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
+    alice = actor("alice")
+    mine = alice.memory.store("alice", NewFact("/alice", BACKUP))
+    assert mine.similar == [] and mine.similar_checked is True
+    with pytest.raises(Conflict) as caught:
+        alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
+    # Refused for her own visible copy; the hidden one is never named.
+    assert f"fact {mine.id} at /alice" in caught.value.detail
+    assert caught.value.detail.startswith(f"this fact is similar to fact {mine.id} at /alice ")
+    assert hidden.id != mine.id
+
+
+def test_refuse_writes_nothing_and_names_the_visible_fact(actor, rt, model) -> None:
+    me = actor()
+    first = me.memory.store(me.subject, NewFact("/ops", BACKUP))
+    before = count(rt)
+    with pytest.raises(Conflict) as caught:
+        me.memory.store(me.subject, NewFact("/ops", BACKUP), on_duplicate="refuse")
+    assert f"fact {first.id} at /ops" in caught.value.detail
+    assert count(rt) == before
+    # A batch is all or nothing: one near duplicate refuses every fact of it.
+    batch = [NewFact("/new", "the office plants need water"), NewFact("/ops", BACKUP)]
+    with pytest.raises(Conflict, match="fact 1 of the batch"):
+        me.memory.store_batch(me.subject, batch, on_duplicate="refuse")
+    assert count(rt) == before
+    stored = me.memory.store_batch(me.subject, batch)
+    assert [s.similar_checked for s in stored] == [True, True]
+    assert [[x.id for x in s.similar] for s in stored] == [[], [first.id]]
+
+
+def test_without_a_model_nothing_is_checked(actor) -> None:
+    me = actor()
+    me.memory.store(me.subject, NewFact("/ops", BACKUP))
+    again = me.memory.store(me.subject, NewFact("/ops", BACKUP), on_duplicate="refuse")
+    assert again.similar == [] and again.similar_checked is False
+
+
+def test_the_threshold_is_a_setting(actor, rt, model) -> None:
+    me = actor()
+    me.memory.store(me.subject, NewFact("/ops", BACKUP))
+    strict = rt.settings.search.model_copy(update={"similar_threshold": 0.9999})
+    rt.settings = rt.settings.model_copy(update={"search": strict})
+    near = me.memory.store(
+        me.subject, NewFact("/ops", "every night at two the staging database is backed up daily")
+    )
+    assert near.similar == [] and near.similar_checked is True
+
+
+def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypatch) -> None:
+    """The near facts are found in a read snapshot, the store writes in a later
+    transaction: the names are checked again there, under its rules."""
+    owner = actor()
+    hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
+    grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
+    seen = Similar(hidden.id, "/private", 0.99)  # as if she could read it when it ran
+    monkeypatch.setattr(Memory, "_similar", lambda *_args, **_kwargs: [seen])
+    alice = actor("alice")
+    stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
+    assert stored.similar == [] and stored.similar_checked is True
