@@ -30,6 +30,8 @@ from app.mcp.http import JwtVerifier, McpEndpoint, token_subject
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
+from app.ui import PREFIX as UI_PREFIX
+from app.ui import install as install_console
 from app.usecases.memory import Memory
 
 DESCRIPTION = (
@@ -85,13 +87,15 @@ def create_app(
     app.state.metrics_registry = registry
     registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
-    app.add_middleware(JsonBodyMiddleware)
+    # The console (/ui) takes HTML forms; every other body must be JSON.
+    app.add_middleware(JsonBodyMiddleware, forms_under=(UI_PREFIX + "/",))
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.limits.body_bytes)
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))
     for module in (facts, search, paths, policies, meta, health):
         _summaries_from_docstrings(module.router)
         app.include_router(module.router)
+    install_console(app)
     mcp_endpoint = _mcp_endpoint(app, settings, registry)
     app.router.routes.extend(mcp_endpoint.routes())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

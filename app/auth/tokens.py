@@ -109,6 +109,12 @@ class TokenVerifier:
             logger.warning("bearer token check failed unexpectedly", exc_info=True)
         raise Unauthorized(UNAUTHORIZED_MESSAGE) from None
 
+    def verify_until(self, token: str | None) -> tuple[str, float]:
+        """The token's subject and its `exp` (UNIX seconds); refused as `verify` refuses."""
+        subject = self.verify(token)
+        assert token is not None  # verify refused anything else
+        return subject, float(_strict_payload(token)["exp"])
+
     def _verify(self, token: str | None) -> str:
         if not isinstance(token, str) or not token:
             raise _Refused("no token")

@@ -700,3 +700,47 @@ def totals(conn: Connection) -> dict[str, int]:
         ).select_from(facts)
     ).one()
     return {"facts": total, "deleted": deleted, "pending_embeddings": pending}
+
+
+def visible_totals(conn: Connection, ctx: Context) -> dict[str, int]:
+    """Current facts the subject may read, and how many of them wait for the model.
+
+    Unlike `totals`, nothing here counts a fact the subject cannot read."""
+    count, pending = conn.execute(
+        select(func.count(), func.count(case((facts.c.embedding.is_(None), 1))))
+        .select_from(facts)
+        .where(readable(ctx), current_only())
+    ).one()
+    return {"facts": count, "pending_embeddings": pending}
+
+
+def fading_facts(conn: Connection, ctx: Context, *, limit: int = 10) -> list[Fact]:
+    """The weakest current facts the subject may read, weakest first (browsing)."""
+    check_limit(limit)
+    decay = decay_sql(ctx.clock())
+    rows = conn.execute(
+        select(facts.c.id)
+        .where(readable(ctx), current_only())
+        .order_by(decay.desc(), facts.c.id)
+        .limit(limit)
+    ).scalars()
+    return hydrate(conn, ctx, list(rows))
+
+
+def count_under(conn: Connection, ctx: Context, under: str) -> int:
+    """Current facts the subject may read in the subtree `under`."""
+    query = select(func.count()).select_from(facts).where(readable(ctx), current_only())
+    scope = subtree_filter(under)
+    if scope is not None:
+        query = query.where(scope)
+    return int(conn.execute(query).scalar_one())
+
+
+def fact_rights(conn: Connection, ctx: Context, fact_id: int) -> dict[str, bool]:
+    """Whether the subject may supersede and delete a fact it can read, decided as the
+    changes themselves decide (`_check_supersede`, `delete_fact`)."""
+    resource = _existing_resource(conn, fact_id)
+    return {
+        "supersede": ctx.access.can("write", resource),
+        "delete": ctx.access.can("delete", resource),
+    }

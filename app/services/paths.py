@@ -280,3 +280,8 @@ def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> 
     if not deleted:
         raise NotFound(f"path {path} has no tag {key!r}")
     _refuse_declassifying(conn, ctx, path, node, before)
+
+
+def may_tag(conn: Connection, ctx: Context, raw_path: str) -> bool:
+    """Whether the subject may set or remove tags at a node (as `_taggable_node` asks)."""
+    return ctx.access.can("tag", path_resource(conn, fold_path(raw_path)))
