@@ -258,7 +258,7 @@ def overview(request: Request, signed: SignedDep) -> HTMLResponse:
 
 
 def _crumbs(path: str) -> list[tuple[str, str]]:
-    crumbs = [("/", "/")]
+    crumbs = [("root", "/")]
     current = ""
     for segment in path.strip("/").split("/") if path != "/" else []:
         current += "/" + segment

@@ -83,6 +83,7 @@ def size(n: int | None) -> str:
 @dataclass(frozen=True, slots=True)
 class Mark:
     x: float
+    y: float  # of its label: labels of marks close together are stacked
     label: str
 
 
@@ -93,6 +94,7 @@ class Crossing:
     y: float
     at: float  # UNIX seconds
     label: str
+    anchor: str  # text-anchor of the label: "end" near the right edge
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class Curve:
     ahead: str  # now to the end of the plot (dashed)
     now_x: float
     now_y: float
+    now_anchor: str
     marks: list[Mark]  # stored, last recall
     crossings: list[Crossing]  # 0.5 and 0.1
     grid: list[tuple[float, str]]  # y and label
@@ -120,7 +123,7 @@ def strength_at(t: float, last_touch: float, stability_days: float) -> float:
     return math.exp(-max(t - last_touch, 0.0) / SECONDS_PER_DAY / stability_days)
 
 
-def curve(fact: Fact, now: float, *, width: int = 640, height: int = 220) -> Curve:
+def curve(fact: Fact, now: float, *, width: int = 880, height: int = 240) -> Curve:
     """Strength from the fact's last touch (its store, or its latest recall) on: the
     decay so far, and ahead until it falls under 0.1.
 
@@ -153,16 +156,29 @@ def curve(fact: Fact, now: float, *, width: int = 640, height: int = 220) -> Cur
             pts.append(f"{x_of(t)},{y_of(strength_at(t, last, stability))}")
         return " ".join(pts)
 
-    marks = [Mark(x_of(created), "stored")]
+    marks = [Mark(x_of(created), top + 12, "stored")]
     if fact.last_recall_at is not None:
-        marks.append(Mark(x_of(last), f"recall {fact.recall_count}"))
+        x = x_of(last)
+        stacked = x - marks[0].x < 70
+        marks.append(Mark(x, top + (26 if stacked else 12), f"recall {fact.recall_count}"))
+    right_side = left + plot_w * 0.62
     crossings = [
         Crossing(
-            lvl, x_of(at), y_of(lvl), at, f"{lvl:g} {'on ' if at > now else 'since '}{when(at)}"
+            lvl,
+            x_of(at),
+            y_of(lvl),
+            at,
+            f"under {lvl:g} {'on' if at > now else 'since'} {when(at)}",
+            "end" if x_of(at) > right_side else "start",
         )
         for lvl, at in cross.items()
     ]
-    ticks = [(x_of(start + span * i / 4), when(start + span * i / 4)[:10]) for i in range(5)]
+    # Dates alone repeat on a plot of a few days: then the hour too.
+    long_span = span > 6 * SECONDS_PER_DAY
+    ticks = [
+        (x_of(t), when(t)[:10] if long_span else when(t)[5:16])
+        for t in (start + span * i / 4 for i in range(5))
+    ]
     grid = [(y_of(v), f"{v:g}") for v in (1.0, 0.5, 0.1, 0.0)]
     now_s = strength_at(now, last, stability)
     fall = cross[0.1]
@@ -184,6 +200,7 @@ def curve(fact: Fact, now: float, *, width: int = 640, height: int = 220) -> Cur
         ahead=points(max(now, last), end),
         now_x=x_of(now),
         now_y=y_of(now_s),
+        now_anchor="end" if x_of(now) > right_side else "start",
         marks=marks,
         crossings=crossings,
         grid=grid,
