@@ -27,8 +27,10 @@ from sqlalchemy import (
     case,
     func,
     insert,
+    literal,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -702,29 +704,68 @@ def totals(conn: Connection) -> dict[str, int]:
     return {"facts": total, "deleted": deleted, "pending_embeddings": pending}
 
 
-def visible_totals(conn: Connection, ctx: Context) -> dict[str, int]:
-    """Current facts the subject may read, and how many of them wait for the model.
-
-    Unlike `totals`, nothing here counts a fact the subject cannot read."""
-    count, pending = conn.execute(
-        select(func.count(), func.count(case((facts.c.embedding.is_(None), 1))))
+def pending_visible(conn: Connection, ctx: Context) -> int:
+    """How many current facts the subject may read wait for the model (the queue's
+    partial index), unlike `totals` counting none it cannot read."""
+    waiting = (
+        select(func.count())
         .select_from(facts)
-        .where(readable(ctx), current_only())
-    ).one()
-    return {"facts": count, "pending_embeddings": pending}
+        .where(
+            facts.c.embedding.is_(None),
+            facts.c.deleted_at.is_(None),
+            readable(ctx),
+            current_only(),
+        )
+    )
+    return int(conn.execute(waiting).scalar_one())
 
 
-def fading_facts(conn: Connection, ctx: Context, *, limit: int = 10) -> list[Fact]:
-    """The weakest current facts the subject may read, weakest first (browsing)."""
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The subject's current facts at a glance: how many, the strongest, the weakest."""
+
+    count: int
+    strongest: list[Fact]
+    fading: list[Fact]
+
+
+def standing(conn: Connection, ctx: Context, *, limit: int = 10) -> Standing:
+    """Count the current facts the subject may read, and take the `limit` strongest
+    (as `list_facts(sort="strength")` orders them) and weakest, in one pass.
+
+    The visible facts and their decay are materialized once and read three times: three
+    queries would each evaluate the read fragment and the supersede test on every row
+    (at 100k facts, ~40 ms a pass even over the covering index ix_facts_live).
+    """
     check_limit(limit)
     decay = decay_sql(ctx.clock())
-    rows = conn.execute(
-        select(facts.c.id)
+    visible = (
+        select(facts.c.id, decay.label("decay"))
         .where(readable(ctx), current_only())
-        .order_by(decay.desc(), facts.c.id)
-        .limit(limit)
-    ).scalars()
-    return hydrate(conn, ctx, list(rows))
+        .cte("visible")
+        .prefix_with("MATERIALIZED")
+    )
+    strong = select(visible.c.id).order_by(visible.c.decay, visible.c.id).limit(limit).subquery()
+    weak = (
+        select(visible.c.id).order_by(visible.c.decay.desc(), visible.c.id).limit(limit).subquery()
+    )
+    rows = conn.execute(
+        union_all(
+            select(literal(0).label("kind"), strong.c.id.label("value")),
+            select(literal(1), weak.c.id),
+            select(literal(2), func.count()).select_from(visible),
+        )
+    ).all()
+    picked: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for kind, value in rows:
+        picked[kind].append(int(value))
+    # A union keeps no order: each list is ordered again by the ranking it came from.
+    found = {f.id: f for f in hydrate(conn, ctx, sorted(set(picked[0]) | set(picked[1])))}
+    return Standing(
+        count=picked[2][0] if picked[2] else 0,
+        strongest=sorted((found[i] for i in picked[0]), key=lambda f: (-f.strength, f.id)),
+        fading=sorted((found[i] for i in picked[1]), key=lambda f: (f.strength, f.id)),
+    )
 
 
 def count_under(conn: Connection, ctx: Context, under: str) -> int:

@@ -170,13 +170,16 @@ def describe_path(conn: Connection, ctx: Context, raw_path: str) -> Node:
         if count == 0 and not _may_change(ctx, path_resource(conn, row.path)):
             continue
         children.append(Child(row.path, count))
+    at_node = _node_fact_count(conn, ctx, node)
     return Node(
         path=path,
         tags=own_path_tags(conn, node),
         effective_tags=effective_tags_of_path(conn, node),
         children=children,
-        fact_count=_node_fact_count(conn, ctx, node),
-        subtree_fact_count=_subtree_fact_count(conn, ctx, [node]).get(node, 0),
+        fact_count=at_node,
+        # Every fact beneath sits at the node or under exactly one child (hidden children
+        # count zero): a second pass over the whole subtree would find the same number.
+        subtree_fact_count=at_node + sum(counts.values()),
     )
 
 

@@ -327,23 +327,22 @@ class Memory:
         """Counts, the model, and recent, strongest and fading facts, in one snapshot."""
         rt = self.runtime
         with self.transaction(subject) as (conn, ctx):
-            counts = fact_service.visible_totals(conn, ctx)
+            standing = fact_service.standing(conn, ctx, limit=limit)
+            pending = fact_service.pending_visible(conn, ctx)
             recent = fact_service.list_facts(conn, ctx, limit=limit).facts
-            strongest = fact_service.list_facts(conn, ctx, sort="strength", limit=limit).facts
-            fading = fact_service.fading_facts(conn, ctx, limit=limit)
             is_admin = ctx.access.is_admin
         model = rt.model
         return Overview(
-            facts=counts["facts"],
-            pending_embeddings=counts["pending_embeddings"],
+            facts=standing.count,
+            pending_embeddings=pending,
             model=None if model.name == NO_MODEL else model.name,
             model_loaded=model.embedder is not None,
             width=rt.settings.embedding.width,
             backend=rt.engine.dialect.name,
             database_bytes=database_bytes(rt.engine) if is_admin else None,
             recent=recent,
-            strongest=strongest,
-            fading=fading,
+            strongest=standing.strongest,
+            fading=standing.fading,
         )
 
     def fact_view(self, subject: str, fact_id: int) -> FactView:

@@ -371,3 +371,25 @@ def test_a_second_subject_sees_none_of_alices_facts(
 def test_the_browser_is_the_debian_one() -> None:
     # `playwright install` cannot download here: the tests must use the system browser.
     assert shutil.which("chromium-headless-shell") == CHROMIUM
+
+
+def test_a_phone_and_dark_mode_fit_without_sideways_scrolling(
+    chromium: Any, server: LiveServer, ids: dict[str, int], shots: Callable[..., Path]
+) -> None:
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, color_scheme="dark", device_scale_factor=1
+    )
+    try:
+        me = Person(context, server.base_url)
+        me.sign_in(server.token)
+        for url in ("/ui", "/ui/paths/home/kitchen", f"/ui/facts/{ids['key']}", "/ui/search?q=key"):
+            me.go(url)
+            wide = me.page.evaluate("() => document.documentElement.scrollWidth")
+            assert wide <= 390, (url, wide)
+        background = me.page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(18, 20, 22)"  # the dark palette, from the system setting
+        me.go(f"/ui/facts/{ids['key']}")
+        shots(me.page, "phone-dark")
+        assert me.errors == []
+    finally:
+        context.close()

@@ -201,6 +201,11 @@ def test_overview_shows_counts_and_lists(
     assert f'data-stat="facts">{visible.facts}<' in page.text
     assert f'data-stat="pending">{visible.pending_embeddings}<' in page.text
     assert "sqlite" in page.text and "64-d" in page.text
+    # One pass gives what the listings give: the count, strongest first, weakest first.
+    mem = actor("default").memory
+    assert visible.facts == mem.describe_path("default", "/").subtree_fact_count
+    listed = mem.list_facts("default", sort="strength", limit=8).facts
+    assert [f.id for f in visible.strongest] == [f.id for f in listed]
     # Weakest first, and the five days older note is weaker than the new one.
     assert old.id in [f.id for f in visible.fading] and visible.strongest[0].id == new.id
     assert [f.strength for f in visible.fading] == sorted(f.strength for f in visible.fading)
@@ -471,6 +476,9 @@ def test_a_second_subject_sees_none_of_the_first_subjects_facts(
     assert 'data-stat="facts">' in bob.get("/ui").text
     overview = actor("bob").memory.overview("bob")
     assert overview.database_bytes is None  # the file's size grows with alice's facts
+    assert overview.facts == actor("bob").memory.describe_path("bob", "/").subtree_fact_count
+    assert first.id not in {f.id for f in overview.strongest + overview.fading + overview.recent}
+    assert second.id not in {f.id for f in overview.strongest + overview.fading}
 
 
 def test_embornal_ui_prints_a_short_lived_token_that_signs_in(
