@@ -117,7 +117,7 @@ def timed(get: Callable[[], object], runs: int) -> tuple[float, float]:
         status = getattr(response, "status_code", 200)
         assert status == 200, (status, getattr(response, "text", "")[:300])
     samples.sort()
-    p95 = samples[min(len(samples) - 1, int(round(0.95 * (len(samples) - 1))))]
+    p95 = samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
     return statistics.median(samples), p95
 
 
