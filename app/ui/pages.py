@@ -10,16 +10,25 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.background import BackgroundTask
 
 from app.auth.tokens import TokenVerifier
 from app.durations import parse_duration
@@ -596,4 +605,27 @@ def export(request: Request, signed: SignedDep) -> Response:
         chunks(),
         media_type="application/jsonl",
         headers={"Content-Disposition": f'attachment; filename="embornal-{stamp}.jsonl"'},
+    )
+
+
+@router.get("/backup")
+def backup(request: Request, signed: SignedDep) -> Response:
+    """A consistent copy of the live memory (admin): SQLite's online backup of the file,
+    or a pg_dump archive on PostgreSQL; made in a private temporary directory that is
+    removed once the download has been sent."""
+    memory = memory_of(request)
+    folder = Path(tempfile.mkdtemp(prefix="embornal-backup-"))  # mode 0700
+    postgres = memory.backend == "postgresql"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = f"embornal-{stamp}.{'pgdump' if postgres else 'db'}"
+    try:
+        memory.backup_as(signed.subject, folder / name)
+    except EmbornalError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        return problem_page(request, signed, exc, back="/ui")
+    return FileResponse(
+        folder / name,
+        media_type="application/octet-stream",
+        filename=name,
+        background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
     )

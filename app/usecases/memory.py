@@ -319,6 +319,11 @@ class Memory:
 
     # --- the console's views ---------------------------------------------------
 
+    @property
+    def backend(self) -> str:
+        """The database the memory is in: `sqlite` or `postgresql`."""
+        return str(self.runtime.engine.dialect.name)
+
     def now(self) -> float:
         """The memory's clock (UNIX seconds): what strengths are computed against."""
         return self._clock()
@@ -338,7 +343,7 @@ class Memory:
             model=None if model.name == NO_MODEL else model.name,
             model_loaded=model.embedder is not None,
             width=rt.settings.embedding.width,
-            backend=rt.engine.dialect.name,
+            backend=self.backend,
             database_bytes=database_bytes(rt.engine) if is_admin else None,
             recent=recent,
             strongest=standing.strongest,
@@ -577,6 +582,11 @@ class Memory:
         data = transfer.read_export(lines, self.runtime.settings.limits)
         with self.transaction(subject, write=True) as (conn, ctx):
             return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
+
+    def backup_as(self, subject: str, target: Path) -> BackupReport:
+        """`backup` for a subject in the admin role (the copy holds the whole memory)."""
+        self.require_admin(subject, "a backup copies the whole memory: it needs the admin role")
+        return self.backup(target)
 
     def backup(self, target: Path, *, force: bool = False) -> BackupReport:
         """A consistent copy of the live memory: SQLite's online backup of the file, or

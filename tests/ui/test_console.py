@@ -507,3 +507,27 @@ def test_embornal_ui_prints_a_short_lived_token_that_signs_in(
     session = person.client.app.state.ui_sessions.get(cookie)
     assert session.subject == "default"
     assert session.expires_at - dt.datetime.now(dt.UTC).timestamp() <= 3600
+
+
+def test_backup_downloads_a_consistent_copy_for_admin_only(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], two_subjects, tmp_path
+) -> None:
+    import sqlite3
+
+    store(actor, "default", "/notes", "backed up")
+    response = browser("default").get("/ui/backup")
+    assert response.status_code == 200
+    assert "attachment" in response.headers["content-disposition"]
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(response.content)
+    with sqlite3.connect(copy) as db:
+        contents = [row[0] for row in db.execute("SELECT content FROM facts")]
+    assert "backed up" in contents
+    refused = browser("alice").get("/ui/backup")
+    assert refused.status_code == 403 and "admin" in refused.text
+
+
+def test_see_as_a_role_name_says_why_it_is_refused(browser: Callable[..., Browser]) -> None:
+    page = browser("default").get("/ui/policies?see_subject=admin&see_path=/")
+    assert page.status_code == 200
+    assert "is a role name" in page.text
