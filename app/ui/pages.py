@@ -578,7 +578,13 @@ def issue_token(request: Request, post: PostedDep) -> HTMLResponse:
         token, expires_at = memory_of(request).issue_token(signed.subject, subject, lifetime)
     except EmbornalError as exc:
         return problem_page(request, signed, exc, back="/ui/policies")
-    issued = {"subject": subject, "token": token, "expires_at": expires_at}
+    issued = {
+        "subject": subject,
+        "token": token,
+        "expires_at": expires_at,
+        # As `token issue` warns: such a token works, but finds only what everyone may.
+        "unnamed": not memory_of(request).is_named_by_a_policy(subject),
+    }
     return _policies_page(request, signed, issued=issued)
 
 

@@ -183,6 +183,8 @@ def test_sign_in_overview_and_logout(
     assert "embornal_session" not in me.page.evaluate("() => document.cookie")
     assert server.token not in me.page.content()
     shots(me.page, "overview")
+    # Nor in any line the server logged (it logs each request once).
+    assert server.token not in server.logs()
     me.page.click("text=Sign out")
     me.page.wait_for_url(server.base_url + "/ui/login")
     me.go("/ui")

@@ -338,7 +338,11 @@ def test_an_issued_token_is_shown_once_and_works(
     with TestClient(app) as api:
         who = api.get("/v1/whoami", headers={"Authorization": f"Bearer {issued}"})
     assert who.status_code == 200 and who.json()["subject"] == "alice"
+    assert "No policy line names" not in page.text
     assert issued not in person.get("/ui/policies").text
+    person.get("/ui/policies")
+    stranger = person.post("/ui/tokens", {"subject": "stranger", "expires": "1h"})
+    assert "No policy line names stranger" in stranger.text
     refused = person.post("/ui/tokens", {"subject": "admin", "expires": "2h"})
     assert refused.status_code == 422
 
