@@ -200,7 +200,7 @@ def test_overview_shows_counts_and_lists(
     assert visible.facts >= 2
     assert f'data-stat="facts">{visible.facts}<' in page.text
     assert f'data-stat="pending">{visible.pending_embeddings}<' in page.text
-    assert "sqlite" in page.text and "64-d" in page.text
+    assert actor("default").memory.backend in page.text and "64-d" in page.text
     # One pass gives what the listings give: the count, strongest first, weakest first.
     mem = actor("default").memory
     assert visible.facts == mem.describe_path("default", "/").subtree_fact_count
