@@ -288,3 +288,24 @@ def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> 
 def may_tag(conn: Connection, ctx: Context, raw_path: str) -> bool:
     """Whether the subject may set or remove tags at a node (as `_taggable_node` asks)."""
     return ctx.access.can("tag", path_resource(conn, fold_path(raw_path)))
+
+
+def tag_origins(conn: Connection, ctx: Context, raw_path: str) -> dict[str, str]:
+    """For each effective tag of a node, the node that sets it: the node itself or the
+    nearest ancestor with that key (nearest wins), named only if the subject sees it."""
+    path = fold_path(raw_path)
+    _visible_node(conn, ctx, path)
+    segments = path.strip("/").split("/") if path != "/" else []
+    lineage = ["/"] + ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
+    seen = visible_nodes(conn, ctx, lineage)
+    rows = conn.execute(
+        select(paths.c.path, path_tags.c.key)
+        .join(path_tags, path_tags.c.path_id == paths.c.id)
+        .where(paths.c.path.in_(lineage))
+    ).all()
+    depth = {p: i for i, p in enumerate(lineage)}
+    origins: dict[str, str] = {}
+    for node_path, key in sorted(rows, key=lambda row: -depth[row.path]):
+        origins.setdefault(key, node_path)
+    # A node the subject may not see keeps its name: its tags' origin goes unnamed.
+    return {key: node_path for key, node_path in origins.items() if node_path in seen}

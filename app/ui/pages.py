@@ -299,31 +299,11 @@ def tree(
         crumbs=_crumbs(node.path),
         may_tag=may_tag,
         inherited={k: v for k, v in node.effective_tags.items() if k not in node.tags},
-        origins=_tag_origins(memory, signed.subject, node.path, node.effective_tags, node.tags),
+        origins=memory.tag_origins(signed.subject, node.path),
         next_url=f"{render.path_href(node.path)}?{urlencode({'cursor': node.next_cursor})}"
         if node.next_cursor
         else None,
     )
-
-
-def _tag_origins(
-    memory: Memory, subject: str, path: str, effective: dict[str, str], own: dict[str, str]
-) -> dict[str, str]:
-    """For each inherited tag, the nearest ancestor that sets it (nearest wins)."""
-    origins: dict[str, str] = {}
-    wanted = {k for k in effective if k not in own}
-    probe = path
-    while wanted and probe != "/":
-        probe = probe.rsplit("/", 1)[0] or "/"
-        try:
-            tags = memory.describe_path(subject, probe).tags
-        except EmbornalError:
-            continue  # an ancestor the subject may not see keeps its name to itself
-        for key in list(wanted):
-            if key in tags and tags[key] == effective[key]:
-                origins[key] = probe
-                wanted.discard(key)
-    return origins
 
 
 def _node_path(path: str) -> str:

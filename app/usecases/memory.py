@@ -364,6 +364,11 @@ class Memory:
             may_delete=live and rights["delete"],
         )
 
+    def tag_origins(self, subject: str, path: str) -> dict[str, str]:
+        """Where each effective tag of a node comes from: the node or an ancestor."""
+        with self.transaction(subject) as (conn, ctx):
+            return path_service.tag_origins(conn, ctx, path)
+
     def may_tag(self, subject: str, path: str) -> bool:
         """Whether the subject may set or remove path tags at `path`."""
         with self.transaction(subject) as (conn, ctx):

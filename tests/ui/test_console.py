@@ -232,6 +232,12 @@ def test_tree_shows_children_tags_with_origin_and_pages_of_facts(
     second = person.get(following.replace("&amp;", "&"))
     assert second.status_code == 200 and f"/ui/facts/{ids[0]}" in second.text
     assert person.get("/ui/paths/no/such/node").status_code == 404
+    # Nearest wins: a nearer node setting the key is its origin.
+    mem.set_path_tags("default", "/proj/alpha", {"team": "red"})
+    store(actor, "default", "/proj/alpha/deep/er", "further below")
+    assert mem.tag_origins("default", "/proj/alpha/deep/er") == {"team": "/proj/alpha"}
+    deep = person.get("/ui/paths/proj/alpha/deep/er").text
+    assert re.search(r'team=red</code></td><td><a href="/ui/paths/proj/alpha">', deep)
 
 
 def test_viewing_a_fact_is_a_peek_and_draws_its_curve(
