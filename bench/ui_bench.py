@@ -141,6 +141,9 @@ def measure(home: Path, size: int, runs: int, texts: list[str]) -> list[list[str
     rt.embedder = FakeEmbedder(WIDTH)
     try:
         built = build(rt, size, texts)
+        # Path tags above the timed node, so the tree page shows where each comes from.
+        Memory(rt).set_path_tags("default", "/d0", {"team": "blue"})
+        Memory(rt).set_path_tags("default", "/d0/s0", {"shelf": "top"})
         rt.load_vector_index()
         # A fact agent can read too (an even top node), near the middle of the memory.
         fact_id = size // 2 - (size // 2) % 100 + 1

@@ -60,7 +60,13 @@ from app.services.validation import (
     fold_path,
     parse_tag_filter,
 )
-from app.services.visibility import SUCCESSOR, current_only, readable, visible_current
+from app.services.visibility import (
+    SUCCESSOR,
+    current_for_scans,
+    current_only,
+    readable,
+    visible_current,
+)
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -741,7 +747,7 @@ def standing(conn: Connection, ctx: Context, *, limit: int = 10) -> Standing:
     decay = decay_sql(ctx.clock())
     visible = (
         select(facts.c.id, decay.label("decay"))
-        .where(readable(ctx), current_only())
+        .where(readable(ctx), current_for_scans())
         .cte("visible")
         .prefix_with("MATERIALIZED")
     )
@@ -770,7 +776,7 @@ def standing(conn: Connection, ctx: Context, *, limit: int = 10) -> Standing:
 
 def count_under(conn: Connection, ctx: Context, under: str) -> int:
     """Current facts the subject may read in the subtree `under`."""
-    query = select(func.count()).select_from(facts).where(readable(ctx), current_only())
+    query = select(func.count()).select_from(facts).where(readable(ctx), current_for_scans())
     scope = subtree_filter(under)
     if scope is not None:
         query = query.where(scope)
