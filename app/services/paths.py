@@ -22,7 +22,7 @@ from app.db.tables import (
 from app.errors import Forbidden, NotFound
 from app.services.context import Context
 from app.services.validation import check_path_tags, fold_path
-from app.services.visibility import readable, visible_current
+from app.services.visibility import current_for_scans, readable, visible_current
 
 
 def find_path_id(conn: Connection, path: str) -> int | None:
@@ -88,7 +88,8 @@ def _subtree_fact_count(conn: Connection, ctx: Context, path_ids: list[int]) -> 
     rows = conn.execute(
         select(path_closure.c.ancestor_id, func.count(facts.c.id))
         .select_from(path_closure.join(facts, facts.c.path_id == path_closure.c.descendant_id))
-        .where(path_closure.c.ancestor_id.in_(path_ids), visible_current(ctx))
+        # A subtree count visits every fact beneath: the scan form of "current".
+        .where(path_closure.c.ancestor_id.in_(path_ids), readable(ctx), current_for_scans())
         .group_by(path_closure.c.ancestor_id)
     )
     return {ancestor: count for ancestor, count in rows}
