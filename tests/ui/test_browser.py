@@ -11,9 +11,11 @@ EMBORNAL_UI_SCREENSHOTS=docs (how the README's pictures are made).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,31 @@ def seed(live: LiveServer) -> None:
             made = client.post("/v1/facts", json={"path": "/lab/xss", "content": content})
             assert made.status_code == 201, made.text
             live.ids[name] = made.json()["id"]  # type: ignore[attr-defined]
+    # A fact with a past, as an import brings one (times and recall state kept): stored
+    # 20 days ago, recalled three times, the latest 4 days ago.
+    now, day = time.time(), 86_400
+    history = [
+        {"type": "embornal-export", "version": 1, "embedding_width": 384},
+        {"type": "path", "path": "/home/plants", "created_at": now - 20 * day, "tags": {}},
+        {
+            "type": "fact",
+            "id": 1,
+            "path": "/home/plants",
+            "content": "The fig by the window wants water every 9 days; see [[/home/garden]].",
+            "owner": "default",
+            "created_at": now - 20 * day,
+            "last_recall_at": now - 4 * day,
+            "recall_count": 3,
+            "stability_days": 9.0,
+        },
+        {"type": "end", "paths": 1, "facts": 1, "policies": 0},
+    ]
+    export = live.home / "fig.jsonl"
+    export.write_text("".join(json.dumps(line) + "\n" for line in history))
+    run_cli(live.home, live.model, "memory", "import", str(export))
+    with live.client() as client:
+        (fig,) = client.get("/v1/facts", params={"under": "/home/plants"}).json()["facts"]
+        live.ids["fig"] = fig["id"]  # type: ignore[attr-defined]
     alice = run_cli(live.home, live.model, "token", "issue", "--subject", "alice").strip()
     with httpx.Client(
         base_url=live.base_url, headers={"Authorization": f"Bearer {alice}"}, timeout=30
@@ -177,7 +204,7 @@ def test_sign_in_overview_and_logout(
     shots(me.page, "login")
     me.sign_in(server.token)
     assert me.page.locator("[data-stat=facts]").inner_text().isdigit()
-    assert me.page.locator("text=The spare key hangs").count() >= 1
+    assert me.page.locator("text=The fig by the window").count() >= 1
     assert me.page.locator("text=Export (JSON Lines)").count() == 1
     # The session cookie is out of the page's reach.
     assert "embornal_session" not in me.page.evaluate("() => document.cookie")
@@ -235,7 +262,13 @@ def test_a_fact_shows_its_curve_and_a_correction_makes_a_chain(
     assert svg.locator("text.mark-label", has_text="recall 1").count() == 1
     box = svg.bounding_box()
     assert box and box["width"] > 300 and box["height"] > 100  # drawn, not collapsed
+    # The imported fact has a past: its decay since the latest recall is drawn solid.
+    me.go(f"/ui/facts/{ids['fig']}")
+    assert len(me.page.locator("svg.curve polyline.past").get_attribute("points").split()) > 10
+    assert me.page.locator("svg.curve text.mark-label", has_text="recall 3").count() == 1
+    assert me.page.locator("#content a.link").get_attribute("href") == "/ui/paths/home/garden"
     shots(me.page, "fact")
+    me.go(f"/ui/facts/{ids['key']}")
     with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
         before = api.get(f"/v1/facts/{ids['key']}", params={"peek": True}).json()
     assert before["recall_count"] == 1  # the page was a peek
