@@ -107,10 +107,11 @@ class JsonBodyMiddleware:
         # their own content types.
         self.forms_under = forms_under
 
+    def _takes_forms(self, path: str) -> bool:
+        return any(path.startswith(prefix) for prefix in self.forms_under)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not str(scope.get("path", "")).startswith(
-            self.forms_under or ("\0",)
-        ):
+        if scope["type"] == "http" and not self._takes_forms(str(scope.get("path", ""))):
             headers = Headers(scope=scope)
             if has_body(headers) and not is_json(headers.get("content-type")):
                 response = problem_response(415, NOT_JSON)
