@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable
+from html import escape as html_escape
 
 import pytest
 from fastapi import FastAPI
@@ -541,3 +542,37 @@ def test_see_as_a_role_name_says_why_it_is_refused(browser: Callable[..., Browse
     page = browser("default").get("/ui/policies?see_subject=admin&see_path=/")
     assert page.status_code == 200
     assert "is a role name" in page.text
+
+
+def test_a_refused_change_shows_the_apis_own_problem(
+    browser: Callable[..., Browser],
+    actor: Callable[[str], Actor],
+    app: FastAPI,
+    token: Callable[..., str],
+    two_subjects,
+    rt: Runtime,
+) -> None:
+    # Public, so bob may read it; not bob's to change.
+    shared = store(actor, "alice", "/alice/board", "the meeting is at ten", visibility="public")
+    bob = browser("bob")
+    page = bob.get(f"/ui/facts/{shared.id}")
+    assert page.status_code == 200 and "the meeting is at ten" in page.text
+    # The page offers no change the rules refuse...
+    assert 'id="supersede"' not in page.text and 'id="delete"' not in page.text
+    before = count(rt, facts)
+    # ...and a forged form meets the API's refusal, word for word.
+    with TestClient(app) as api:
+        headers = {"Authorization": f"Bearer {token('bob')}"}
+        refused = api.post(
+            "/v1/facts",
+            headers=headers,
+            json={"path": "/alice/board", "content": "at noon", "supersedes_id": shared.id},
+        ).json()
+        deleted = api.delete(f"/v1/facts/{shared.id}", headers=headers).json()
+    console = bob.post(f"/ui/facts/{shared.id}/supersede", {"content": "at noon"})
+    assert console.status_code == refused["status"] == 403
+    assert html_escape(refused["detail"]) in console.text
+    console = bob.post(f"/ui/facts/{shared.id}/delete")
+    assert console.status_code == deleted["status"] == 403
+    assert html_escape(deleted["detail"]) in console.text
+    assert count(rt, facts) == before
