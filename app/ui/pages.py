@@ -150,7 +150,6 @@ PostedDep = Annotated[tuple[Signed, dict[str, str]], Depends(posted)]
 
 
 def page(
-    request: Request,
     name: str,
     signed: Signed | None,
     *,
@@ -166,12 +165,9 @@ def page(
     return HTMLResponse(html, status_code=status)
 
 
-def problem_page(
-    request: Request, signed: Signed | None, exc: EmbornalError, *, back: str
-) -> HTMLResponse:
+def problem_page(signed: Signed | None, exc: EmbornalError, *, back: str) -> HTMLResponse:
     """The refusal as the API words it: its status, title and detail."""
     return page(
-        request,
         "problem.html",
         signed,
         status=exc.status,
@@ -197,7 +193,7 @@ def secure(request: Request) -> bool:
 @router.get("/login")
 def login_form(request: Request) -> HTMLResponse:
     nonce = secrets.token_urlsafe(32)
-    response = page(request, "login.html", None, login_csrf=nonce, error=None)
+    response = page("login.html", None, login_csrf=nonce, error=None)
     _set_login_cookie(request, response, nonce)
     return response
 
@@ -227,7 +223,7 @@ def login(request: Request, form: Annotated[dict[str, str], Depends(form_fields)
         memory_of(request).whoami(subject)
     except Unauthorized as exc:
         nonce = secrets.token_urlsafe(32)
-        response = page(request, "login.html", None, status=401, login_csrf=nonce, error=exc.detail)
+        response = page("login.html", None, status=401, login_csrf=nonce, error=exc.detail)
         _set_login_cookie(request, response, nonce)
         return response
     session_id, session = sessions_of(request).open(subject, form["token"].strip(), expires_at)
@@ -260,7 +256,7 @@ def logout(request: Request, post: PostedDep) -> RedirectResponse:
 @router.get("")
 def overview(request: Request, signed: SignedDep) -> HTMLResponse:
     view = memory_of(request).overview(signed.subject)
-    return page(request, "overview.html", signed, nav="overview", view=view)
+    return page("overview.html", signed, nav="overview", view=view)
 
 
 # --- the tree ----------------------------------------------------------------
@@ -289,9 +285,8 @@ def tree(
         node = memory.browse(signed.subject, wanted, limit=PAGE, cursor=cursor)
         may_tag = memory.may_tag(signed.subject, node.path)
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui/paths/")
+        return problem_page(signed, exc, back="/ui/paths/")
     return page(
-        request,
         "tree.html",
         signed,
         nav="tree",
@@ -321,7 +316,7 @@ def set_path_tag(request: Request, post: PostedDep, path: str) -> Response:
             raise InvalidInput("a path tag needs a key")
         memory_of(request).set_path_tags(signed.subject, node, {key: value})
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back=back)
+        return problem_page(signed, exc, back=back)
     return see_other(back)
 
 
@@ -333,7 +328,7 @@ def remove_path_tag(request: Request, post: PostedDep, path: str) -> Response:
     try:
         memory_of(request).remove_path_tag(signed.subject, node, form.get("key", ""))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back=back)
+        return problem_page(signed, exc, back=back)
     return see_other(back)
 
 
@@ -352,10 +347,9 @@ def fact_page(request: Request, signed: SignedDep, fact_id: int) -> HTMLResponse
     try:
         view = memory.fact_view(signed.subject, _fact_id(fact_id))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui")
+        return problem_page(signed, exc, back="/ui")
     now = memory.now()
     return page(
-        request,
         "fact.html",
         signed,
         nav="tree",
@@ -377,7 +371,7 @@ def supersede(request: Request, post: PostedDep, fact_id: int) -> Response:
             NewFact(old.path, form.get("content", ""), {}, supersedes_id=old.id),
         )
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back=f"/ui/facts/{fact_id}")
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
     return see_other(f"/ui/facts/{new.id}")
 
 
@@ -387,7 +381,7 @@ def recall(request: Request, post: PostedDep, fact_id: int) -> Response:
     try:
         memory_of(request).recall(signed.subject, _fact_id(fact_id))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back=f"/ui/facts/{fact_id}")
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
     return see_other(f"/ui/facts/{fact_id}")
 
 
@@ -397,7 +391,7 @@ def delete(request: Request, post: PostedDep, fact_id: int) -> Response:
     try:
         memory_of(request).delete(signed.subject, _fact_id(fact_id))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back=f"/ui/facts/{fact_id}")
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
     return see_other(f"/ui/facts/{fact_id}")
 
 
@@ -450,7 +444,6 @@ def search(
                 except EmbornalError as exc:
                     columns.append(Column(each, [], exc))
     return page(
-        request,
         "search.html",
         signed,
         nav="search",
@@ -499,7 +492,7 @@ def _policies_page(
         _require_admin(signed)
         lines = memory.list_policies(signed.subject)
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui")
+        return problem_page(signed, exc, back="/ui")
     seen = seen_problem = None
     if see_subject.strip():
         try:
@@ -513,7 +506,6 @@ def _policies_page(
         query = {"see_subject": seen.subject, "see_path": seen.path, "cursor": seen.next_cursor}
         next_url = "/ui/policies?" + urlencode(query)
     return page(
-        request,
         "policies.html",
         signed,
         nav="policies",
@@ -534,7 +526,7 @@ def add_policy(request: Request, post: PostedDep) -> Response:
     try:
         memory_of(request).add_policy(signed.subject, form.get("line", ""))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui/policies")
+        return problem_page(signed, exc, back="/ui/policies")
     return see_other("/ui/policies")
 
 
@@ -544,7 +536,7 @@ def remove_policy(request: Request, post: PostedDep) -> Response:
     try:
         memory_of(request).remove_policy(signed.subject, form.get("line", ""))
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui/policies")
+        return problem_page(signed, exc, back="/ui/policies")
     return see_other("/ui/policies")
 
 
@@ -557,7 +549,7 @@ def issue_token(request: Request, post: PostedDep) -> HTMLResponse:
         subject = form.get("subject", "").strip()
         token, expires_at = memory_of(request).issue_token(signed.subject, subject, lifetime)
     except EmbornalError as exc:
-        return problem_page(request, signed, exc, back="/ui/policies")
+        return problem_page(signed, exc, back="/ui/policies")
     issued = {
         "subject": subject,
         "token": token,
@@ -578,7 +570,7 @@ def export(request: Request, signed: SignedDep) -> Response:
         memory.export(signed.subject, spool)
     except EmbornalError as exc:
         spool.close()
-        return problem_page(request, signed, exc, back="/ui")
+        return problem_page(signed, exc, back="/ui")
     spool.seek(0)
 
     def chunks() -> Iterator[bytes]:
@@ -608,7 +600,7 @@ def backup(request: Request, signed: SignedDep) -> Response:
         memory.backup_as(signed.subject, folder / name)
     except EmbornalError as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        return problem_page(request, signed, exc, back="/ui")
+        return problem_page(signed, exc, back="/ui")
     return FileResponse(
         folder / name,
         media_type="application/octet-stream",
