@@ -26,6 +26,16 @@ $(STAMP): $(RUN_STAMP) requirements/dev.txt
 	$(LOCKED) --quiet -r requirements/dev.txt
 	touch $(STAMP)
 
+# The console's browser tests drive Debian's headless Chromium (Playwright cannot
+# download a browser here): installed from the distribution's packages when missing.
+BROWSER := /usr/bin/chromium-headless-shell
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(BROWSER):
+	@command -v apt-get >/dev/null || { echo "make test needs $(BROWSER): install the package chromium-headless-shell"; exit 1; }
+	$(SUDO) apt-get update -qq
+	$(SUDO) apt-get install -y -qq chromium-headless-shell
+
 run: $(RUN_STAMP)
 	$(BIN)/embornal serve
 
@@ -40,7 +50,7 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) $(BROWSER)
 	$(BIN)/pytest
 
 # The inner loop: everything but the tests marked slow (processes, wheels, the real model),

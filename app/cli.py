@@ -332,6 +332,16 @@ def token_issue(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a token signed with the local key."""
+    token, expires_at = _issue(subject, expires)
+    if as_json:
+        emit_json({"token": token, "subject": subject, "expires_at": expires_at})
+    else:
+        typer.echo(token)
+
+
+def _issue(subject: str, expires: str) -> tuple[str, datetime]:
+    """A token for `subject` signed with the local key, and when it expires (what
+    `token issue` and `ui` print); warns when no policy names the subject."""
     from app.auth.tokens import issue_token, parse_duration
 
     lifetime = parse_duration(expires)
@@ -349,10 +359,27 @@ def token_issue(
             'write, allow" (and a read line)',
             err=True,
         )
-    if as_json:
-        emit_json({"token": token, "subject": subject, "expires_at": now + lifetime})
-    else:
-        typer.echo(token)
+    return token, now + lifetime
+
+
+@app.command("ui")
+def ui_command(
+    expires: Annotated[
+        str, typer.Option(help="How long the sign-in token is valid: 1h, 30m, 1d ...")
+    ] = "1h",
+) -> None:
+    """Print how to sign in to the web console as `default`: its address and a
+    short-lived token to paste (never put in a URL, where logs and history keep it)."""
+    token, expires_at = _issue(ME, expires)
+    config = settings()
+    host = config.server.host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    typer.echo(f"Open http://{shown}:{config.server.port}/ui/login (with `embornal serve` running)")
+    typer.echo(f"and paste this token for {ME}, valid until {expires_at:%Y-%m-%d %H:%M} UTC:")
+    typer.echo("")
+    typer.echo(token)
 
 
 # --- memory ------------------------------------------------------------------

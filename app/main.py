@@ -32,6 +32,8 @@ from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, to
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
+from app.ui import PREFIX as UI_PREFIX
+from app.ui import install as install_console
 from app.usecases.memory import Memory
 
 DESCRIPTION = (
@@ -91,7 +93,8 @@ def create_app(
     registry.register(MemoryCollector(lambda: getattr(app.state, "memory", None)))
     install_problem_handlers(app)
     install_docs(app)
-    app.add_middleware(JsonBodyMiddleware)
+    # The console (/ui) takes HTML forms; every other body must be JSON.
+    app.add_middleware(JsonBodyMiddleware, forms_under=(UI_PREFIX + "/",))
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.limits.body_bytes,
@@ -105,6 +108,7 @@ def create_app(
     for module in (facts, search, paths, policies, meta, health):
         _summaries_from_docstrings(module.router)
         app.include_router(module.router)
+    install_console(app)
     mcp_endpoint = _mcp_endpoint(app, settings, registry)
     app.router.routes.extend(mcp_endpoint.routes())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

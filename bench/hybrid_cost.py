@@ -59,17 +59,17 @@ def _strict_half(conn: Any, ctx: Any, query: search_service.Query) -> search_ser
 
 @contextmanager
 def variant(memory: Memory, *, serial: bool, window: bool, strict: bool) -> Iterator[None]:
-    saved = (memory._workers, search_service.RELAXED_WINDOW, search_service.keyword_half)
+    saved = (memory._workers, search_service.HYBRID_RELAXED_WINDOW, search_service.keyword_half)
     if serial:
         memory._workers = lambda: _Serial()  # type: ignore[assignment,return-value]
     if not window:
-        search_service.RELAXED_WINDOW = None
+        search_service.HYBRID_RELAXED_WINDOW = None
     if strict:
         search_service.keyword_half = _strict_half
     try:
         yield
     finally:
-        memory._workers, search_service.RELAXED_WINDOW, search_service.keyword_half = saved
+        memory._workers, search_service.HYBRID_RELAXED_WINDOW, search_service.keyword_half = saved
 
 
 VARIANTS: dict[str, tuple[str, dict[str, bool]]] = {

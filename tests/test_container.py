@@ -210,6 +210,11 @@ def serve_and_check(embornal: Path, env: dict[str, str], tmp_path: Path, data: P
     try:
         ready = wait_ready(f"http://127.0.0.1:{port}", server, timeout=30)
         assert ready["status"] == "ready" and ready["model"]["loaded"], ready
+        # The console's templates and static files are package data of the wheel.
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            assert 'name="token"' in client.get("/ui/login").text
+            assert client.get("/ui/static/console.css").status_code == 200
+            assert client.get("/ui/static/console.js").status_code == 200
         key = data / "embornal" / "jwt-secret"  # first start: the key, on the volume
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
         # /docs and its assets are in the installed package (no CDN).

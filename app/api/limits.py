@@ -116,11 +116,17 @@ class JsonBodyMiddleware:
     without a body passes whatever its Content-Type says.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, forms_under: tuple[str, ...] = ()) -> None:
         self.app = app
+        # Routes under these prefixes (the web console) take HTML forms and check
+        # their own content types.
+        self.forms_under = forms_under
+
+    def _takes_forms(self, path: str) -> bool:
+        return any(path.startswith(prefix) for prefix in self.forms_under)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and not self._takes_forms(str(scope.get("path", ""))):
             headers = Headers(scope=scope)
             if has_body(headers) and not is_json(headers.get("content-type")):
                 response = problem_response(415, NOT_JSON)

@@ -117,6 +117,12 @@ class TokenVerifier:
             logger.warning("bearer token check failed unexpectedly", exc_info=True)
         raise Unauthorized(UNAUTHORIZED_MESSAGE) from None
 
+    def verify_until(self, token: str | None) -> tuple[str, float]:
+        """The token's subject and its `exp` (UNIX seconds); refused as `verify` refuses."""
+        subject = self.verify(token)
+        assert token is not None  # verify refused anything else
+        return subject, float(_strict_payload(token)["exp"])
+
     def _valid_but_expired(self, token: str | None) -> bool:
         """Whether an expired token passes every other check (PyJWT checks `exp` before
         `iss` and `aud`: a token for another audience must not hear it is only expired)."""

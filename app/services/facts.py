@@ -27,8 +27,10 @@ from sqlalchemy import (
     case,
     func,
     insert,
+    literal,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -59,7 +61,14 @@ from app.services.validation import (
     parse_moment,
     parse_tag_filter,
 )
-from app.services.visibility import SUCCESSOR, current_only, existed, readable, visible_current
+from app.services.visibility import (
+    SUCCESSOR,
+    current_for_scans,
+    current_only,
+    existed,
+    readable,
+    visible_current,
+)
 from app.settings import LimitsSettings
 
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -829,3 +838,86 @@ def totals(conn: Connection) -> dict[str, int]:
         ).select_from(facts)
     ).one()
     return {"facts": total, "deleted": deleted, "pending_embeddings": pending}
+
+
+def pending_visible(conn: Connection, ctx: Context) -> int:
+    """How many current facts the subject may read wait for the model (the queue's
+    partial index), unlike `totals` counting none it cannot read."""
+    waiting = (
+        select(func.count())
+        .select_from(facts)
+        .where(
+            facts.c.embedding.is_(None),
+            facts.c.deleted_at.is_(None),
+            readable(ctx),
+            current_only(),
+        )
+    )
+    return int(conn.execute(waiting).scalar_one())
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The subject's current facts at a glance: how many, the strongest, the weakest."""
+
+    count: int
+    strongest: list[Fact]
+    fading: list[Fact]
+
+
+def standing(conn: Connection, ctx: Context, *, limit: int = 10) -> Standing:
+    """Count the current facts the subject may read, and take the `limit` strongest
+    (as `list_facts(sort="strength")` orders them) and weakest, in one pass.
+
+    The visible facts and their decay are materialized once and read three times: three
+    queries would each evaluate the read fragment and the supersede test on every row
+    (at 100k facts, ~40 ms a pass even over the covering index ix_facts_live).
+    """
+    check_limit(limit)
+    decay = decay_sql(ctx.clock())
+    visible = (
+        select(facts.c.id, decay.label("decay"))
+        .where(readable(ctx), current_for_scans())
+        .cte("visible")
+        .prefix_with("MATERIALIZED")
+    )
+    strong = select(visible.c.id).order_by(visible.c.decay, visible.c.id).limit(limit).subquery()
+    weak = (
+        select(visible.c.id).order_by(visible.c.decay.desc(), visible.c.id).limit(limit).subquery()
+    )
+    rows = conn.execute(
+        union_all(
+            select(literal(0).label("kind"), strong.c.id.label("value")),
+            select(literal(1), weak.c.id),
+            select(literal(2), func.count()).select_from(visible),
+        )
+    ).all()
+    picked: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for kind, value in rows:
+        picked[kind].append(int(value))
+    # A union keeps no order: each list is ordered again by the ranking it came from.
+    found = {f.id: f for f in hydrate(conn, ctx, sorted(set(picked[0]) | set(picked[1])))}
+    return Standing(
+        count=picked[2][0] if picked[2] else 0,
+        strongest=sorted((found[i] for i in picked[0]), key=lambda f: (-f.strength, f.id)),
+        fading=sorted((found[i] for i in picked[1]), key=lambda f: (f.strength, f.id)),
+    )
+
+
+def count_under(conn: Connection, ctx: Context, under: str) -> int:
+    """Current facts the subject may read in the subtree `under`."""
+    query = select(func.count()).select_from(facts).where(readable(ctx), current_for_scans())
+    scope = subtree_filter(under)
+    if scope is not None:
+        query = query.where(scope)
+    return int(conn.execute(query).scalar_one())
+
+
+def fact_rights(conn: Connection, ctx: Context, fact_id: int) -> dict[str, bool]:
+    """Whether the subject may supersede and delete a fact it can read, decided as the
+    changes themselves decide (`_check_supersede`, `delete_fact`)."""
+    resource = _existing_resource(conn, fact_id)
+    return {
+        "supersede": ctx.access.can("write", resource),
+        "delete": ctx.access.can("delete", resource),
+    }

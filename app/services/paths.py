@@ -22,7 +22,7 @@ from app.db.tables import (
 from app.errors import Forbidden, NotFound
 from app.services.context import Context
 from app.services.validation import check_path_tags, fold_path
-from app.services.visibility import readable, visible_current
+from app.services.visibility import current_for_scans, readable, visible_current
 
 
 def find_path_id(conn: Connection, path: str) -> int | None:
@@ -88,7 +88,8 @@ def _subtree_fact_count(conn: Connection, ctx: Context, path_ids: list[int]) -> 
     rows = conn.execute(
         select(path_closure.c.ancestor_id, func.count(facts.c.id))
         .select_from(path_closure.join(facts, facts.c.path_id == path_closure.c.descendant_id))
-        .where(path_closure.c.ancestor_id.in_(path_ids), visible_current(ctx))
+        # A subtree count visits every fact beneath: the scan form of "current".
+        .where(path_closure.c.ancestor_id.in_(path_ids), readable(ctx), current_for_scans())
         .group_by(path_closure.c.ancestor_id)
     )
     return {ancestor: count for ancestor, count in rows}
@@ -170,13 +171,16 @@ def describe_path(conn: Connection, ctx: Context, raw_path: str) -> Node:
         if count == 0 and not _may_change(ctx, path_resource(conn, row.path)):
             continue
         children.append(Child(row.path, count))
+    at_node = _node_fact_count(conn, ctx, node)
     return Node(
         path=path,
         tags=own_path_tags(conn, node),
         effective_tags=effective_tags_of_path(conn, node),
         children=children,
-        fact_count=_node_fact_count(conn, ctx, node),
-        subtree_fact_count=_subtree_fact_count(conn, ctx, [node]).get(node, 0),
+        fact_count=at_node,
+        # Every fact beneath sits at the node or under exactly one child (hidden children
+        # count zero): a second pass over the whole subtree would find the same number.
+        subtree_fact_count=at_node + sum(counts.values()),
     )
 
 
@@ -280,3 +284,29 @@ def remove_path_tag(conn: Connection, ctx: Context, raw_path: str, key: str) -> 
     if not deleted:
         raise NotFound(f"path {path} has no tag {key!r}")
     _refuse_declassifying(conn, ctx, path, node, before)
+
+
+def may_tag(conn: Connection, ctx: Context, raw_path: str) -> bool:
+    """Whether the subject may set or remove tags at a node (as `_taggable_node` asks)."""
+    return ctx.access.can("tag", path_resource(conn, fold_path(raw_path)))
+
+
+def tag_origins(conn: Connection, ctx: Context, raw_path: str) -> dict[str, str]:
+    """For each effective tag of a node, the node that sets it: the node itself or the
+    nearest ancestor with that key (nearest wins), named only if the subject sees it."""
+    path = fold_path(raw_path)
+    _visible_node(conn, ctx, path)
+    segments = path.strip("/").split("/") if path != "/" else []
+    lineage = ["/"] + ["/" + "/".join(segments[: i + 1]) for i in range(len(segments))]
+    seen = visible_nodes(conn, ctx, lineage)
+    rows = conn.execute(
+        select(paths.c.path, path_tags.c.key)
+        .join(path_tags, path_tags.c.path_id == paths.c.id)
+        .where(paths.c.path.in_(lineage))
+    ).all()
+    depth = {p: i for i, p in enumerate(lineage)}
+    origins: dict[str, str] = {}
+    for node_path, key in sorted(rows, key=lambda row: -depth[row.path]):
+        origins.setdefault(key, node_path)
+    # A node the subject may not see keeps its name: its tags' origin goes unnamed.
+    return {key: node_path for key, node_path in origins.items() if node_path in seen}

@@ -60,11 +60,13 @@ EXACT_RERANK = 2
 HYBRID_DEPTH = 20
 HYBRID_DEPTH_FACTOR = 2
 HYBRID_RELAXED_WORDS: int | None = 3
-# The relaxed tier ranks the newest this many visible matches (None: every match). On
-# bench.quality's dev split 200, 400, 1000 and every match gave the same figures (its
-# conversations are smaller than that); at 100k facts it takes milliseconds off a
-# hybrid search (bench/hybrid_cost.py).
-RELAXED_WINDOW: int | None = 200
+# Hybrid's relaxed tier ranks the newest this many visible matches (None: every match):
+# at 100k facts its OR matches thousands, and ranking them all is most of the keyword
+# half's cost (bench/hybrid_cost.py). bench.quality: dev recall@5 the same at 100, 200,
+# 400, 1000 and every match; held (reported, not tuned): recall@5 the same, MRR@10
+# 0.316 -> 0.322 at 100. Keyword search alone keeps every match: a 100 window cost it
+# 0.08 of recall@5 on the held split (its OR holds every word of the question).
+HYBRID_RELAXED_WINDOW: int | None = 100
 # Words that carry no topic: they never decide whether a fact matches (a fact that
 # shares only "the" or "or" with a question is not an answer to it). Question words
 # are here too, since agents ask in sentences. Single letters (the "s" of "what's",
@@ -212,6 +214,7 @@ def keyword_ranking(
     *,
     relax: bool = True,
     relaxed_words: int | None = None,
+    relaxed_window: int | None = None,
 ) -> list[KeywordHit]:
     """Up to `want` visible facts, best first: those holding every content word, then
     (with `relax`), when fewer than `want` visible facts hold them all, those holding
@@ -241,10 +244,10 @@ def keyword_ranking(
     words = content
     if relaxed_words is not None and len(content) > relaxed_words:
         words = sorted(content, key=lambda c: (-len(c), content.index(c)))[:relaxed_words]
-    if RELAXED_WINDOW is None:
+    if relaxed_window is None:
         relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
     else:
-        relaxed = _newest_ranked(conn, scope, words, want + len(hits), RELAXED_WINDOW)
+        relaxed = _newest_ranked(conn, scope, words, want + len(hits), relaxed_window)
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
 
@@ -574,7 +577,14 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> KeywordHalf:
     snapshot of its own) while the query is embedded and the semantic half ranks."""
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     depth = _hybrid_depth(query.limit)
-    hits = keyword_ranking(conn, scope, query.q, depth, relaxed_words=HYBRID_RELAXED_WORDS)
+    hits = keyword_ranking(
+        conn,
+        scope,
+        query.q,
+        depth,
+        relaxed_words=HYBRID_RELAXED_WORDS,
+        relaxed_window=HYBRID_RELAXED_WINDOW,
+    )
     wanted, held = held_words(conn, query.q, [hit.fact_id for hit in hits])
     return KeywordHalf(hits, rarity_shares(wanted, held))
 

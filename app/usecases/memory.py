@@ -23,17 +23,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 from sqlalchemy import Connection, text
 
+from app.acl.model import ACTIONS
 from app.auth.subjects import validate_subject
+from app.auth.tokens import issue_token
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.engine import read_transaction, write_transaction
+from app.db.size import database_bytes
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
@@ -52,7 +55,7 @@ from app.services.embedding import ProgressCallback, embed_for_store
 from app.services.facts import CheckedFact, Fact, FactPage, NewFact, Similar, StoredFact
 from app.services.paths import Child, Node
 from app.services.search import SearchPage
-from app.services.validation import parse_moment
+from app.services.validation import fold_path, parse_moment
 from app.settings import LimitsSettings, Settings
 
 Clock = Callable[[], float]
@@ -86,6 +89,51 @@ class Browse:
     fact_count: int
     subtree_fact_count: int
     facts: list[Fact]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """What the console's first page shows a subject: only what it may read.
+
+    `database_bytes` is None unless the subject is an admin: the size of the file
+    grows with facts the subject may not read."""
+
+    facts: int
+    pending_embeddings: int
+    model: str | None
+    model_loaded: bool
+    width: int
+    backend: str
+    database_bytes: int | None
+    recent: list[Fact]
+    strongest: list[Fact]
+    fading: list[Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class FactView:
+    """One fact read as a peek, its supersede chain (what the reader may read) and
+    which changes the rules would allow the reader."""
+
+    fact: Fact
+    history: list[Fact]
+    may_supersede: bool
+    may_delete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SeenAs:
+    """What `subject` may do at `path`, and the current facts it would see beneath it,
+    decided by the same rules (compiled read fragment, enforcer) its requests meet."""
+
+    subject: str
+    path: str
+    roles: list[str]
+    may: dict[str, bool]  # read, write, delete, tag at the node, as the enforcer decides
+    node_visible: bool
+    facts: list[Fact]
+    fact_count: int  # current facts it may read under `path`
     next_cursor: str | None
 
 
@@ -368,6 +416,88 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             path_service.remove_path_tag(conn, ctx, path, key)
 
+    # --- the console's views ---------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """The database the memory is in: `sqlite` or `postgresql`."""
+        return str(self.runtime.engine.dialect.name)
+
+    def now(self) -> float:
+        """The memory's clock (UNIX seconds): what strengths are computed against."""
+        return self._clock()
+
+    def overview(self, subject: str, *, limit: int = 8) -> Overview:
+        """Counts, the model, and recent, strongest and fading facts, in one snapshot."""
+        rt = self.runtime
+        with self.transaction(subject) as (conn, ctx):
+            standing = fact_service.standing(conn, ctx, limit=limit)
+            pending = fact_service.pending_visible(conn, ctx)
+            recent = fact_service.list_facts(conn, ctx, limit=limit).facts
+            is_admin = ctx.access.is_admin
+        model = rt.model
+        return Overview(
+            facts=standing.count,
+            pending_embeddings=pending,
+            model=None if model.name == NO_MODEL else model.name,
+            model_loaded=model.embedder is not None,
+            width=rt.settings.embedding.width,
+            backend=self.backend,
+            database_bytes=database_bytes(rt.engine) if is_admin else None,
+            recent=recent,
+            strongest=standing.strongest,
+            fading=standing.fading,
+        )
+
+    def fact_view(self, subject: str, fact_id: int) -> FactView:
+        """A fact for the console: a peek (never a recall), deleted ones included."""
+        with self.transaction(subject) as (conn, ctx):
+            fact = fact_service.get_fact(conn, ctx, fact_id, peek=True, include_deleted=True)
+            chain = fact_service.history(conn, ctx, fact_id)
+            rights = fact_service.fact_rights(conn, ctx, fact_id)
+        live = fact.deleted_at is None
+        return FactView(
+            fact,
+            chain,
+            may_supersede=live and not fact.superseded and rights["supersede"],
+            may_delete=live and rights["delete"],
+        )
+
+    def tag_origins(self, subject: str, path: str) -> dict[str, str]:
+        """Where each effective tag of a node comes from: the node or an ancestor."""
+        with self.transaction(subject) as (conn, ctx):
+            return path_service.tag_origins(conn, ctx, path)
+
+    def may_tag(self, subject: str, path: str) -> bool:
+        """Whether the subject may set or remove path tags at `path`."""
+        with self.transaction(subject) as (conn, ctx):
+            return path_service.may_tag(conn, ctx, path)
+
+    def see_as(
+        self, admin: str, subject: str, path: str, *, limit: int = 50, cursor: str | None = None
+    ) -> SeenAs:
+        """As `admin` (role admin), what `subject` may do at `path` and what it reads there."""
+        self.require_admin(admin, "seeing as another subject needs the admin role")
+        folded = fold_path(path)
+        with self.transaction(subject) as (conn, ctx):
+            node = path_service.path_resource(conn, folded)
+            may = {action: ctx.access.can(action, node) for action in ACTIONS}
+            node_visible = folded in path_service.visible_nodes(conn, ctx, [folded])
+            page = fact_service.list_facts(conn, ctx, under=folded, limit=limit, cursor=cursor)
+            count = fact_service.count_under(conn, ctx, folded)
+            roles = ctx.access.roles
+        return SeenAs(
+            subject, folded, roles, may, node_visible, page.facts, count, page.next_cursor
+        )
+
+    def issue_token(self, admin: str, subject: str, lifetime: timedelta) -> tuple[str, float]:
+        """As `admin`, a token for `subject` signed with the local key, and its expiry."""
+        self.require_admin(admin, "issuing tokens needs the admin role")
+        self.refuse_role_name(subject)
+        now = datetime.fromtimestamp(int(time.time()), UTC)
+        token = issue_token(self.runtime.settings, subject, lifetime, now=now)
+        return token, now.timestamp() + lifetime.total_seconds()
+
     # --- search ----------------------------------------------------------------
 
     def search(self, subject: str, request: SearchRequest) -> SearchPage:
@@ -621,6 +751,11 @@ class Memory:
         with self.transaction(subject, write=True) as (conn, ctx):
             return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
 
+    def backup_as(self, subject: str, target: Path) -> BackupReport:
+        """`backup` for a subject in the admin role (the copy holds the whole memory)."""
+        self.require_admin(subject, "a backup copies the whole memory: it needs the admin role")
+        return self.backup(target)
+
     def backup(self, target: Path, *, force: bool = False) -> BackupReport:
         """A consistent copy of the live memory: SQLite's online backup of the file, or
         on PostgreSQL a pg_dump archive (custom format, for pg_restore)."""
@@ -745,11 +880,14 @@ __all__ = [
     "CheckedFact",
     "Fact",
     "FactPage",
+    "FactView",
     "Memory",
     "NewFact",
     "Node",
+    "Overview",
     "SearchPage",
     "SearchRequest",
+    "SeenAs",
     "Similar",
     "StoredFact",
     "check_facts",

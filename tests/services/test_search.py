@@ -402,29 +402,32 @@ def test_semantic_candidates_under_the_floor_are_no_match(actor, rt, model) -> N
     assert find(me, "penguins waddle", rt=rt, mode="semantic").results
 
 
-def test_the_relaxed_tier_ranks_a_window_of_the_newest_visible_matches(
-    actor, rt, monkeypatch
-) -> None:
+def test_the_relaxed_tier_ranks_a_window_of_the_newest_visible_matches(actor, rt) -> None:
     """An OR of common words matches much of a big memory, and ranking every match
-    costs in proportion: the relaxed tier ranks the newest RELAXED_WINDOW matches the
-    reader may see (never fewer than the page needs), and hidden ones take no place."""
-    monkeypatch.setattr(search_service, "RELAXED_WINDOW", 4)
+    costs in proportion: hybrid's relaxed tier ranks the newest `relaxed_window` matches
+    the reader may see (never fewer than the page needs), and hidden ones take no place."""
+
+    def relaxed(actor_, q, want):
+        with actor_.tx() as (conn, ctx):
+            hits = search_service.keyword_ranking(
+                conn, search_service.Scope(ctx), q, want, relaxed_window=4
+            )
+        assert not any(hit.all_words for hit in hits)  # no fact holds both words
+        return [hit.fact_id for hit in hits]
+
     me = actor()
     old = store(me, [NewFact("/w/old", f"heron note {i}") for i in range(3)])
     new = store(me, [NewFact("/w/new", f"egret note {i}") for i in range(4)])
-    # No fact holds both words: the page is the relaxed tier alone. bm25 alone would
-    # put the rarer word's (heron's) facts first; the window holds the newest four.
-    found = find(me, "heron egret", mode="keyword", limit=2, peek=True)
-    assert {r.fact.id for r in found.results} <= {f.id for f in new}
-    assert [r.scores["all_words"] for r in found.results] == [False, False]
+    # bm25 alone would put the rarer word's (heron's) facts first; the window holds the
+    # newest four.
+    assert set(relaxed(me, "heron egret", 2)) <= {f.id for f in new}
     # A page larger than the window: the window grows to the page.
-    found = find(me, "heron egret", mode="keyword", limit=7, peek=True)
-    assert {r.fact.id for r in found.results} == {f.id for f in old + new}
+    assert set(relaxed(me, "heron egret", 7)) == {f.id for f in old + new}
     # A reader who sees only the older facts: newer hidden ones take no place in its
     # window, so its page is what it would be without them.
     grant(rt, "p, alice, path:/w/old/*, read, allow")
     alice = actor("alice")
-    before = page(find(alice, "heron egret", mode="keyword", limit=2, peek=True))
-    assert {fid for fid, _ in before} <= {f.id for f in old} and len(before) == 2
+    before = relaxed(alice, "heron egret", 2)
+    assert set(before) <= {f.id for f in old} and len(before) == 2
     store(me, [NewFact("/w/new", f"egret flock {i}") for i in range(6)])
-    assert page(find(alice, "heron egret", mode="keyword", limit=2, peek=True)) == before
+    assert relaxed(alice, "heron egret", 2) == before

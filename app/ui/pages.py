@@ -1,0 +1,609 @@
+"""The console's pages: each one makes its calls on the app's Memory as the signed-in
+subject, exactly as the routers do, and renders what comes back.
+
+A page without a session redirects to /ui/login. Every POST carries the session's
+CSRF token (a form field), checked before anything is called; a refused change
+shows the problem the API would have answered, with its status.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.background import BackgroundTask
+
+from app.auth.tokens import TokenVerifier
+from app.durations import parse_duration
+from app.errors import EmbornalError, Forbidden, InvalidInput, Unauthorized
+from app.rules import MAX_ID, MODES, Mode
+from app.ui import render
+from app.ui.sessions import Session, Sessions
+from app.usecases.memory import Memory, NewFact, SearchRequest
+
+SESSION_COOKIE = "embornal_session"
+LOGIN_COOKIE = "embornal_login"  # the sign-in form's CSRF value, before any session
+FORM_TYPE = "application/x-www-form-urlencoded"
+MAX_FORM_FIELDS = 64
+PAGE = 25
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+templates = Environment(
+    loader=PackageLoader("app.ui", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.globals.update(
+    path_href=render.path_href,
+    when=render.when,
+    size=render.size,
+    content_html=render.content_html,
+    modes=MODES,
+)
+
+
+class NotSignedIn(Exception):
+    """No valid session: the page answers with a redirect to the sign-in form."""
+
+
+class Refused(Exception):
+    """A console-level refusal (bad form, CSRF) shown as a page with `status`."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class Signed:
+    """The person at the console: their session, and whether they hold the admin role."""
+
+    session_id: str
+    session: Session
+    is_admin: bool
+
+    @property
+    def subject(self) -> str:
+        return self.session.subject
+
+
+def memory_of(request: Request) -> Memory:
+    memory: Memory = request.app.state.memory
+    return memory
+
+
+def sessions_of(request: Request) -> Sessions:
+    sessions: Sessions = request.app.state.ui_sessions
+    return sessions
+
+
+def signed_in(request: Request) -> Signed:
+    """The session of this request's cookie, its token checked again (a key change or
+    expiry ends it), and the subject still a subject (not a role's name)."""
+    sessions = sessions_of(request)
+    session_id = request.cookies.get(SESSION_COOKIE)
+    session = sessions.get(session_id)
+    if session is None or session_id is None:
+        raise NotSignedIn
+    verifier: TokenVerifier = request.app.state.verifier
+    try:
+        verifier.verify(session.token)
+        roles = memory_of(request).whoami(session.subject)["roles"]
+    except Unauthorized:
+        sessions.close(session_id)
+        raise NotSignedIn from None
+    return Signed(session_id, session, "admin" in roles)
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """The urlencoded form of a POST (the console sends nothing else)."""
+    body = await request.body()
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if body and media != FORM_TYPE:
+        raise Refused(415, f"the console takes forms sent as {FORM_TYPE}")
+    try:
+        pairs = parse_qsl(
+            body.decode("utf-8"),
+            keep_blank_values=True,
+            strict_parsing=False,
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise Refused(400, "the form could not be read") from None
+    return dict(pairs)
+
+
+def posted(
+    signed: Annotated[Signed, Depends(signed_in)],
+    form: Annotated[dict[str, str], Depends(form_fields)],
+) -> tuple[Signed, dict[str, str]]:
+    """A signed-in POST whose form carries this session's CSRF token; else 403."""
+    sent = form.get("csrf", "")
+    if not sent or not hmac.compare_digest(sent.encode(), signed.session.csrf.encode()):
+        raise Refused(403, "the form's CSRF token is missing or wrong: reload the page")
+    return signed, form
+
+
+SignedDep = Annotated[Signed, Depends(signed_in)]
+PostedDep = Annotated[tuple[Signed, dict[str, str]], Depends(posted)]
+
+
+def page(
+    name: str,
+    signed: Signed | None,
+    *,
+    status: int = 200,
+    **values: Any,
+) -> HTMLResponse:
+    html = templates.get_template(name).render(
+        signed=signed,
+        csrf=signed.session.csrf if signed else "",
+        nav=values.pop("nav", ""),
+        **values,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def problem_page(signed: Signed | None, exc: EmbornalError, *, back: str) -> HTMLResponse:
+    """The refusal as the API words it: its status, title and detail."""
+    return page(
+        "problem.html",
+        signed,
+        status=exc.status,
+        title=exc.title,
+        detail=exc.detail,
+        problem_status=exc.status,
+        back=back,
+    )
+
+
+def see_other(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def secure(request: Request) -> bool:
+    # uvicorn's proxy_headers gives the scheme a trusted proxy saw.
+    return request.url.scheme == "https"
+
+
+# --- sign-in -----------------------------------------------------------------
+
+
+@router.get("/login")
+def login_form(request: Request) -> HTMLResponse:
+    nonce = secrets.token_urlsafe(32)
+    response = page("login.html", None, login_csrf=nonce, error=None)
+    _set_login_cookie(request, response, nonce)
+    return response
+
+
+def _set_login_cookie(request: Request, response: Response, nonce: str) -> None:
+    response.set_cookie(
+        LOGIN_COOKIE,
+        nonce,
+        max_age=3600,
+        path="/ui/login",
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+    )
+
+
+@router.post("/login")
+def login(request: Request, form: Annotated[dict[str, str], Depends(form_fields)]) -> Response:
+    expected = request.cookies.get(LOGIN_COOKIE, "")
+    sent = form.get("csrf", "")
+    if not expected or not sent or not hmac.compare_digest(sent.encode(), expected.encode()):
+        raise Refused(403, "the sign-in form's CSRF token is missing or wrong: reload the page")
+    verifier: TokenVerifier = request.app.state.verifier
+    try:
+        subject, expires_at = verifier.verify_until(form.get("token", "").strip())
+        # The same refusal as every request's: a role's name is never a subject.
+        memory_of(request).whoami(subject)
+    except Unauthorized as exc:
+        nonce = secrets.token_urlsafe(32)
+        response = page("login.html", None, status=401, login_csrf=nonce, error=exc.detail)
+        _set_login_cookie(request, response, nonce)
+        return response
+    session_id, session = sessions_of(request).open(subject, form["token"].strip(), expires_at)
+    redirect = see_other("/ui")
+    redirect.set_cookie(
+        SESSION_COOKIE,
+        session_id,
+        max_age=sessions_of(request).seconds_left(session),
+        path="/ui",
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+    )
+    redirect.delete_cookie(LOGIN_COOKIE, path="/ui/login")
+    return redirect
+
+
+@router.post("/logout")
+def logout(request: Request, post: PostedDep) -> RedirectResponse:
+    signed, _form = post
+    sessions_of(request).close(signed.session_id)
+    response = see_other("/ui/login")
+    response.delete_cookie(SESSION_COOKIE, path="/ui")
+    return response
+
+
+# --- overview ----------------------------------------------------------------
+
+
+@router.get("")
+def overview(request: Request, signed: SignedDep) -> HTMLResponse:
+    view = memory_of(request).overview(signed.subject)
+    return page("overview.html", signed, nav="overview", view=view)
+
+
+# --- the tree ----------------------------------------------------------------
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    crumbs = [("root", "/")]
+    current = ""
+    for segment in path.strip("/").split("/") if path != "/" else []:
+        current += "/" + segment
+        crumbs.append((segment, current))
+    return crumbs
+
+
+@router.get("/paths")
+@router.get("/paths/{path:path}")
+def tree(
+    request: Request,
+    signed: SignedDep,
+    path: str = "",
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> HTMLResponse:
+    memory = memory_of(request)
+    wanted = "/" + path.strip("/")
+    try:
+        node = memory.browse(signed.subject, wanted, limit=PAGE, cursor=cursor)
+        may_tag = memory.may_tag(signed.subject, node.path)
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui/paths/")
+    return page(
+        "tree.html",
+        signed,
+        nav="tree",
+        node=node,
+        crumbs=_crumbs(node.path),
+        may_tag=may_tag,
+        inherited={k: v for k, v in node.effective_tags.items() if k not in node.tags},
+        origins=memory.tag_origins(signed.subject, node.path),
+        next_url=f"{render.path_href(node.path)}?{urlencode({'cursor': node.next_cursor})}"
+        if node.next_cursor
+        else None,
+    )
+
+
+def _node_path(path: str) -> str:
+    return "/" + path.strip("/")
+
+
+@router.post("/paths/{path:path}/tags")
+def set_path_tag(request: Request, post: PostedDep, path: str) -> Response:
+    signed, form = post
+    node = _node_path(path)
+    back = render.path_href(node) if render.SAFE_PATH.match(node) else "/ui/paths/"
+    try:
+        key, value = form.get("key", "").strip(), form.get("value", "").strip()
+        if not key:
+            raise InvalidInput("a path tag needs a key")
+        memory_of(request).set_path_tags(signed.subject, node, {key: value})
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=back)
+    return see_other(back)
+
+
+@router.post("/paths/{path:path}/untag")
+def remove_path_tag(request: Request, post: PostedDep, path: str) -> Response:
+    signed, form = post
+    node = _node_path(path)
+    back = render.path_href(node) if render.SAFE_PATH.match(node) else "/ui/paths/"
+    try:
+        memory_of(request).remove_path_tag(signed.subject, node, form.get("key", ""))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=back)
+    return see_other(back)
+
+
+# --- one fact ----------------------------------------------------------------
+
+
+def _fact_id(fact_id: int) -> int:
+    if not 1 <= fact_id <= MAX_ID:
+        raise Refused(404, f"fact {fact_id} not found")
+    return fact_id
+
+
+@router.get("/facts/{fact_id:int}")
+def fact_page(request: Request, signed: SignedDep, fact_id: int) -> HTMLResponse:
+    memory = memory_of(request)
+    try:
+        view = memory.fact_view(signed.subject, _fact_id(fact_id))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui")
+    now = memory.now()
+    return page(
+        "fact.html",
+        signed,
+        nav="tree",
+        view=view,
+        fact=view.fact,
+        curve=render.curve(view.fact, now),
+        crumbs=_crumbs(view.fact.path),
+    )
+
+
+@router.post("/facts/{fact_id:int}/supersede")
+def supersede(request: Request, post: PostedDep, fact_id: int) -> Response:
+    signed, form = post
+    memory = memory_of(request)
+    try:
+        old = memory.get(signed.subject, _fact_id(fact_id), peek=True)
+        new = memory.store(
+            signed.subject,
+            NewFact(old.path, form.get("content", ""), {}, supersedes_id=old.id),
+        )
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
+    return see_other(f"/ui/facts/{new.id}")
+
+
+@router.post("/facts/{fact_id:int}/recall")
+def recall(request: Request, post: PostedDep, fact_id: int) -> Response:
+    signed, _form = post
+    try:
+        memory_of(request).recall(signed.subject, _fact_id(fact_id))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
+    return see_other(f"/ui/facts/{fact_id}")
+
+
+@router.post("/facts/{fact_id:int}/delete")
+def delete(request: Request, post: PostedDep, fact_id: int) -> Response:
+    signed, _form = post
+    try:
+        memory_of(request).delete(signed.subject, _fact_id(fact_id))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
+    return see_other(f"/ui/facts/{fact_id}")
+
+
+# --- search ------------------------------------------------------------------
+
+
+@dataclass
+class Column:
+    mode: Mode
+    results: list[Any]
+    problem: EmbornalError | None = None
+
+
+@router.get("/search")
+def search(
+    request: Request,
+    signed: SignedDep,
+    q: Annotated[str, Query(max_length=4000)] = "",
+    mode: Annotated[str, Query(max_length=16)] = "hybrid",
+    under: Annotated[str, Query(max_length=2200)] = "",
+    tag: Annotated[list[str] | None, Query(max_length=512)] = None,
+    min_strength: Annotated[str, Query(max_length=32)] = "",
+) -> HTMLResponse:
+    memory = memory_of(request)
+    tags = [t for t in (tag or []) if t.strip()]
+    columns: list[Column] = []
+    problem = None
+    first: Mode = mode if mode in MODES else "hybrid"
+    if q.strip():
+        try:
+            floor = float(min_strength) if min_strength.strip() else None
+            if floor is not None and not 0.0 <= floor <= 1.0:
+                raise ValueError
+        except ValueError:
+            problem = InvalidInput("min_strength must be a number from 0 to 1")
+            floor = None
+        if problem is None:
+            for each in sorted(MODES, key=lambda m: m != first):
+                request_ = SearchRequest(
+                    q=q,
+                    mode=each,
+                    under=under.strip() or None,
+                    tags=tags,
+                    min_strength=floor,
+                    limit=10,
+                    peek=True,  # looking at results is not handing them to an agent
+                )
+                try:
+                    columns.append(Column(each, memory.search(signed.subject, request_).results))
+                except EmbornalError as exc:
+                    columns.append(Column(each, [], exc))
+    return page(
+        "search.html",
+        signed,
+        nav="search",
+        q=q,
+        mode=first,
+        under=under,
+        tags=tags,
+        min_strength=min_strength,
+        columns=columns,
+        problem=problem,
+        status=problem.status if problem else 200,
+    )
+
+
+# --- access (admin) ----------------------------------------------------------
+
+
+def _require_admin(signed: Signed) -> None:
+    if not signed.is_admin:
+        raise Forbidden("the access page needs the admin role")
+
+
+@router.get("/policies")
+def policies(
+    request: Request,
+    signed: SignedDep,
+    see_subject: Annotated[str, Query(max_length=128)] = "",
+    see_path: Annotated[str, Query(max_length=2200)] = "/",
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> HTMLResponse:
+    return _policies_page(request, signed, see_subject, see_path, cursor)
+
+
+def _policies_page(
+    request: Request,
+    signed: Signed,
+    see_subject: str = "",
+    see_path: str = "/",
+    cursor: str | None = None,
+    *,
+    issued: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HTMLResponse:
+    memory = memory_of(request)
+    try:
+        _require_admin(signed)
+        lines = memory.list_policies(signed.subject)
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui")
+    seen = seen_problem = None
+    if see_subject.strip():
+        try:
+            seen = memory.see_as(
+                signed.subject, see_subject.strip(), see_path or "/", limit=PAGE, cursor=cursor
+            )
+        except EmbornalError as exc:
+            seen_problem = exc
+    next_url = None
+    if seen is not None and seen.next_cursor:
+        query = {"see_subject": seen.subject, "see_path": seen.path, "cursor": seen.next_cursor}
+        next_url = "/ui/policies?" + urlencode(query)
+    return page(
+        "policies.html",
+        signed,
+        nav="policies",
+        status=status,
+        lines=lines,
+        see_subject=see_subject,
+        see_path=see_path or "/",
+        seen=seen,
+        seen_problem=seen_problem,
+        next_url=next_url,
+        issued=issued,
+    )
+
+
+@router.post("/policies/add")
+def add_policy(request: Request, post: PostedDep) -> Response:
+    signed, form = post
+    try:
+        memory_of(request).add_policy(signed.subject, form.get("line", ""))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui/policies")
+    return see_other("/ui/policies")
+
+
+@router.post("/policies/remove")
+def remove_policy(request: Request, post: PostedDep) -> Response:
+    signed, form = post
+    try:
+        memory_of(request).remove_policy(signed.subject, form.get("line", ""))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui/policies")
+    return see_other("/ui/policies")
+
+
+@router.post("/tokens")
+def issue_token(request: Request, post: PostedDep) -> HTMLResponse:
+    """A token for a subject, shown once on this (uncached) page and never again."""
+    signed, form = post
+    try:
+        lifetime = parse_duration(form.get("expires", "") or "30d")
+        subject = form.get("subject", "").strip()
+        token, expires_at = memory_of(request).issue_token(signed.subject, subject, lifetime)
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui/policies")
+    issued = {
+        "subject": subject,
+        "token": token,
+        "expires_at": expires_at,
+        # As `token issue` warns: such a token works, but finds only what everyone may.
+        "unnamed": not memory_of(request).is_named_by_a_policy(subject),
+    }
+    return _policies_page(request, signed, issued=issued)
+
+
+@router.get("/export")
+def export(request: Request, signed: SignedDep) -> Response:
+    """The whole memory as JSON Lines (admin), spooled to disk beyond a few MiB."""
+    memory = memory_of(request)
+    # Closed by the streaming generator (or on refusal): it outlives this function.
+    spool = tempfile.SpooledTemporaryFile(max_size=8 * 2**20, mode="w+", encoding="utf-8")  # noqa: SIM115
+    try:
+        memory.export(signed.subject, spool)
+    except EmbornalError as exc:
+        spool.close()
+        return problem_page(signed, exc, back="/ui")
+    spool.seek(0)
+
+    def chunks() -> Iterator[bytes]:
+        with spool:
+            while block := spool.read(256 * 1024):
+                yield block.encode()
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return StreamingResponse(
+        chunks(),
+        media_type="application/jsonl",
+        headers={"Content-Disposition": f'attachment; filename="embornal-{stamp}.jsonl"'},
+    )
+
+
+@router.get("/backup")
+def backup(request: Request, signed: SignedDep) -> Response:
+    """A consistent copy of the live memory (admin): SQLite's online backup of the file,
+    or a pg_dump archive on PostgreSQL; made in a private temporary directory that is
+    removed once the download has been sent."""
+    memory = memory_of(request)
+    folder = Path(tempfile.mkdtemp(prefix="embornal-backup-"))  # mode 0700
+    postgres = memory.backend == "postgresql"
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = f"embornal-{stamp}.{'pgdump' if postgres else 'db'}"
+    try:
+        memory.backup_as(signed.subject, folder / name)
+    except EmbornalError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        return problem_page(signed, exc, back="/ui")
+    return FileResponse(
+        folder / name,
+        media_type="application/octet-stream",
+        filename=name,
+        background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
+    )

@@ -1,0 +1,578 @@
+"""The console over plain HTTP: sign-in, sessions, headers, CSRF, every page, and the
+rules (a page shows only what its subject may read through the API)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Callable
+from html import escape as html_escape
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.db.tables import casbin_rule, facts, path_tags
+from app.runtime import Runtime
+from app.ui.headers import HEADERS
+from app.ui.pages import SESSION_COOKIE
+from app.ui.sessions import Sessions
+from app.usecases.memory import NewFact
+from tests.conftest import Actor, FakeClock
+from tests.ui.conftest import Browser
+
+PAGES = ["/ui", "/ui/paths/", "/ui/paths/memory", "/ui/facts/1", "/ui/search?q=x", "/ui/policies"]
+
+
+def count(rt: Runtime, table) -> int:
+    with rt.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def store(actor: Callable[[str], Actor], subject: str, path: str, content: str, **tags: str):
+    return actor(subject).memory.store(subject, NewFact(path, content, tags))
+
+
+def assert_console_headers(response) -> None:
+    for name, value in HEADERS.items():
+        assert response.headers.get(name) == value, (name, response.headers)
+    csp = response.headers["Content-Security-Policy"]
+    assert "'unsafe-inline'" not in csp and "'unsafe-eval'" not in csp
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+
+
+# --- signing in --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/ui/export", "/ui/paths/a/b?cursor=x"])
+def test_every_page_redirects_to_sign_in_without_a_session(
+    browser: Callable[..., Browser], url: str
+) -> None:
+    response = browser().get(url)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/ui/login"
+    assert_console_headers(response)
+
+
+def test_a_post_without_a_session_writes_nothing(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
+) -> None:
+    fact = store(actor, "default", "/notes", "keep me")
+    before = count(rt, facts)
+    person = browser()
+    for url in (f"/ui/facts/{fact.id}/supersede", f"/ui/facts/{fact.id}/delete"):
+        response = person.post(url, {"content": "changed", "csrf": "made-up"}, csrf=False)
+        assert response.status_code == 303 and response.headers["location"] == "/ui/login"
+    assert count(rt, facts) == before
+    assert actor("default").memory.get("default", fact.id, peek=True).deleted_at is None
+
+
+def test_sign_in_sets_a_strict_http_only_cookie_no_longer_than_the_token(
+    browser: Callable[..., Browser], token: Callable[..., str]
+) -> None:
+    person = browser()
+    form = person.get("/ui/login")
+    assert form.status_code == 200 and 'name="token"' in form.text
+    assert_console_headers(form)
+    secret = token("default", hours=0.5)
+    done = person.post("/ui/login", {"token": secret})
+    assert done.status_code == 303 and done.headers["location"] == "/ui"
+    cookie = next(
+        c for c in done.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE + "=")
+    )
+    attrs = {part.strip().split("=")[0].lower(): part for part in cookie.split(";")}
+    assert "httponly" in attrs and "secure" not in attrs  # plain http here
+    assert attrs["samesite"].strip().lower() == "samesite=strict"
+    assert attrs["path"].strip() == "Path=/ui"
+    max_age = int(attrs["max-age"].split("=")[1])
+    assert 0 < max_age <= 1800
+    # The token is never in the cookie, a URL or a page after sign-in.
+    assert secret not in cookie and secret not in done.headers.get("location", "")
+    for url in PAGES:
+        page = person.get(url)
+        assert secret not in page.text
+
+
+def test_the_cookie_is_secure_under_https(app: FastAPI, token: Callable[..., str]) -> None:
+    with TestClient(app, base_url="https://testserver") as client:
+        form = client.get("/ui/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
+        done = client.post(
+            "/ui/login", data={"token": token("default"), "csrf": csrf}, follow_redirects=False
+        )
+    assert done.status_code == 303
+    cookie = next(c for c in done.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE))
+    assert "secure" in cookie.lower()
+
+
+@pytest.mark.parametrize("bad", ["", "not-a-jwt", "expired", "role", "wrong-key"])
+def test_sign_in_refuses_what_the_api_refuses(
+    browser: Callable[..., Browser], token: Callable[..., str], bad: str, settings
+) -> None:
+    import jwt
+
+    values = {
+        "": "",
+        "not-a-jwt": "a.b.c",
+        "expired": token("default", hours=1, ago_hours=2),
+        "role": token("admin"),  # a role's name is never a subject
+        "wrong-key": jwt.encode({"sub": "default", "exp": 4_000_000_000}, "x" * 32, "HS256"),
+    }
+    person = browser()
+    person.get("/ui/login")
+    response = person.post("/ui/login", {"token": values[bad]})
+    assert response.status_code == 401
+    assert "invalid or missing bearer token" in response.text
+    assert SESSION_COOKIE not in response.headers.get("set-cookie", "")
+    assert person.get("/ui").status_code == 303
+
+
+def test_sign_in_without_its_csrf_token_is_refused(
+    browser: Callable[..., Browser], token: Callable[..., str]
+) -> None:
+    person = browser()
+    person.get("/ui/login")
+    response = person.post("/ui/login", {"token": token("default")}, csrf=False)
+    assert response.status_code == 403
+    assert person.get("/ui").status_code == 303
+
+
+def test_logout_ends_the_session(browser: Callable[..., Browser]) -> None:
+    person = browser("default")
+    kept = person.client.cookies.get(SESSION_COOKIE)
+    assert person.post("/ui/logout").status_code == 303
+    # The old cookie, replayed, no longer opens anything.
+    person.client.cookies.set(SESSION_COOKIE, kept, path="/ui")
+    assert person.get("/ui").status_code == 303
+
+
+def test_a_session_ends_when_its_token_expires(
+    app: FastAPI, browser: Callable[..., Browser]
+) -> None:
+    clock = FakeClock(start=dt.datetime.now(dt.UTC).timestamp())
+    app.state.ui_sessions = Sessions(clock=clock)
+    person = browser("default")  # a one-hour token
+    clock.advance(seconds=3590)
+    assert person.get("/ui").status_code == 200
+    clock.advance(seconds=20)
+    response = person.get("/ui")
+    assert response.status_code == 303 and response.headers["location"] == "/ui/login"
+
+
+# --- headers and static files ------------------------------------------------
+
+
+def test_every_console_response_carries_the_headers(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor]
+) -> None:
+    store(actor, "default", "/notes", "hello")
+    person = browser("default")
+    for url in [*PAGES, "/ui/static/console.css", "/ui/static/console.js", "/ui/facts/999"]:
+        response = person.get(url)
+        assert response.status_code in (200, 404), (url, response.status_code)
+        assert_console_headers(response)
+    assert person.get("/ui/facts/999").status_code == 404
+    assert person.get("/ui/static/console.js").headers["content-type"].startswith("text/javascript")
+    # No inline script on any page: every <script> has a src of our own.
+    page = person.get("/ui").text
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="/ui/static/console.js" defer>']
+    assert "no-store" in person.get("/ui").headers["cache-control"]
+
+
+def test_the_api_still_refuses_form_bodies(browser: Callable[..., Browser], settings) -> None:
+    response = browser().client.post("/v1/facts", data={"path": "/a", "content": "x"})
+    assert response.status_code == 415
+
+
+# --- the pages ---------------------------------------------------------------
+
+
+def test_overview_shows_counts_and_lists(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], clock: FakeClock
+) -> None:
+    old = store(actor, "default", "/notes/old", "an old note about copper")
+    clock.advance(days=5)
+    new = store(actor, "default", "/notes/new", "a new note about violins")
+    page = browser("default").get("/ui")
+    assert page.status_code == 200
+    visible = actor("default").memory.overview("default")
+    assert visible.facts >= 2
+    assert f'data-stat="facts">{visible.facts}<' in page.text
+    assert f'data-stat="pending">{visible.pending_embeddings}<' in page.text
+    assert actor("default").memory.backend in page.text and "64-d" in page.text
+    # One pass gives what the listings give: the count, strongest first, weakest first.
+    mem = actor("default").memory
+    assert visible.facts == mem.describe_path("default", "/").subtree_fact_count
+    listed = mem.list_facts("default", sort="strength", limit=8).facts
+    assert [f.id for f in visible.strongest] == [f.id for f in listed]
+    # Weakest first, and the five days older note is weaker than the new one.
+    assert old.id in [f.id for f in visible.fading] and visible.strongest[0].id == new.id
+    assert [f.strength for f in visible.fading] == sorted(f.strength for f in visible.fading)
+    assert visible.recent[0].id == new.id
+    assert f"/ui/facts/{old.id}" in page.text and f"/ui/facts/{new.id}" in page.text
+    assert "Export (JSON Lines)" in page.text  # default is an admin
+
+
+def test_tree_shows_children_tags_with_origin_and_pages_of_facts(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor]
+) -> None:
+    mem = actor("default").memory
+    mem.set_path_tags("default", "/proj", {"team": "blue"})
+    ids = [store(actor, "default", "/proj/alpha", f"fact number {i}").id for i in range(30)]
+    store(actor, "default", "/proj/alpha/deep", "below")
+    person = browser("default")
+    top = person.get("/ui/paths/proj")
+    assert top.status_code == 200
+    assert 'href="/ui/paths/proj/alpha"' in top.text and ">31<" in top.text
+    node = person.get("/ui/paths/proj/alpha")
+    assert "team=blue" in node.text and 'href="/ui/paths/proj">/proj</a>' in node.text
+    assert f"/ui/facts/{ids[-1]}" in node.text and f"/ui/facts/{ids[0]}" not in node.text
+    following = re.search(r'rel="next" href="([^"]+)"', node.text).group(1)
+    second = person.get(following.replace("&amp;", "&"))
+    assert second.status_code == 200 and f"/ui/facts/{ids[0]}" in second.text
+    assert person.get("/ui/paths/no/such/node").status_code == 404
+    # Nearest wins: a nearer node setting the key is its origin.
+    mem.set_path_tags("default", "/proj/alpha", {"team": "red"})
+    store(actor, "default", "/proj/alpha/deep/er", "further below")
+    assert mem.tag_origins("default", "/proj/alpha/deep/er") == {"team": "/proj/alpha"}
+    deep = person.get("/ui/paths/proj/alpha/deep/er").text
+    assert re.search(r'team=red</code></td><td><a href="/ui/paths/proj/alpha">', deep)
+
+
+def test_viewing_a_fact_is_a_peek_and_draws_its_curve(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], clock: FakeClock
+) -> None:
+    fact = store(actor, "default", "/notes", "see [[/notes]] and [[/hidden/x]]", topic="x")
+    actor("default").memory.recall("default", fact.id)
+    clock.advance(days=2)
+    page = browser("default").get(f"/ui/facts/{fact.id}")
+    assert page.status_code == 200
+    after = actor("default").memory.get("default", fact.id, peek=True)
+    assert after.recall_count == 1  # the page counted no recall
+    assert '<svg class="curve"' in page.text and 'class="past"' in page.text
+    assert "recall 1" in page.text and "under 0.5" in page.text and "under 0.1" in page.text
+    assert page.text.count('class="crossing"') == 2
+    assert '<a class="link" href="/ui/paths/notes">[[/notes]]</a>' in page.text
+    assert "[[/hidden/x]]" in page.text and 'href="/ui/paths/hidden' not in page.text
+    assert "topic=x" in page.text and "owner=default" in page.text
+
+
+def test_recall_supersede_and_delete_from_the_fact_page(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
+) -> None:
+    fact = store(actor, "default", "/notes", "the boiler is in the cellar")
+    person = browser("default")
+    person.get(f"/ui/facts/{fact.id}")
+    assert person.post(f"/ui/facts/{fact.id}/recall").status_code == 303
+    assert actor("default").memory.get("default", fact.id, peek=True).recall_count == 1
+    done = person.post(f"/ui/facts/{fact.id}/supersede", {"content": "it is in the attic"})
+    assert done.status_code == 303
+    new_id = int(done.headers["location"].rsplit("/", 1)[1])
+    page = person.get(f"/ui/facts/{new_id}")
+    assert "in the attic" in page.text and f'href="/ui/facts/{fact.id}"' in page.text
+    # A second supersede of the old fact: the API's 409, shown as it is.
+    again = person.post(f"/ui/facts/{fact.id}/supersede", {"content": "third"})
+    assert again.status_code == 409 and "already superseded" in again.text
+    assert person.post(f"/ui/facts/{new_id}/delete").status_code == 303
+    assert "deleted" in person.get(f"/ui/facts/{new_id}").text
+
+
+def test_path_tags_are_set_and_removed_and_refusals_shown(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
+) -> None:
+    store(actor, "default", "/shelf", "a book")
+    person = browser("default")
+    person.get("/ui/paths/shelf")
+    assert person.post("/ui/paths/shelf/tags", {"key": "room", "value": "study"}).status_code == 303
+    assert "room=study" in person.get("/ui/paths/shelf").text
+    refused = person.post("/ui/paths/shelf/tags", {"key": "owner", "value": "me"})
+    assert refused.status_code == 422 and "owner" in refused.text
+    assert person.post("/ui/paths/shelf/untag", {"key": "room"}).status_code == 303
+    assert "room=study" not in person.get("/ui/paths/shelf").text
+
+
+def test_search_shows_the_three_modes_with_scores(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor]
+) -> None:
+    fact = store(actor, "default", "/notes", "the harbor lantern is blue")
+    page = browser("default").get("/ui/search?q=lantern&mode=keyword&min_strength=0.1")
+    assert page.status_code == 200
+    for mode in ("keyword", "semantic", "hybrid"):
+        assert f'data-mode="{mode}"' in page.text
+    assert f"/ui/facts/{fact.id}" in page.text and "score=" in page.text
+    # No model in these tests: semantic shows the API's 503, the others still answer.
+    assert "503" in page.text
+    assert actor("default").memory.get("default", fact.id, peek=True).recall_count == 0
+    bad = browser("default").get("/ui/search?q=lantern&min_strength=2")
+    assert bad.status_code == 422 and "min_strength" in bad.text
+
+
+def test_policies_page_lists_adds_removes_and_sees_as(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime, two_subjects
+) -> None:
+    secret = store(actor, "alice", "/alice/notes", "alice keeps the spare key under the mat")
+    person = browser("default")
+    page = person.get("/ui/policies")
+    assert page.status_code == 200 and "p, alice, path:/alice/*, read, allow" in page.text
+    line = "p, carol, path:/carol/*, read, allow"
+    assert person.post("/ui/policies/add", {"line": line}).status_code == 303
+    assert line in person.get("/ui/policies").text
+    bad = person.post("/ui/policies/add", {"line": "p, carol, nowhere, read, allow"})
+    assert bad.status_code == 422
+    assert person.post("/ui/policies/remove", {"line": line}).status_code == 303
+    assert line not in person.get("/ui/policies").text
+
+    seen = person.get("/ui/policies?see_subject=alice&see_path=/alice")
+    assert 'data-right="read">read: yes' in seen.text
+    assert 'data-right="tag">tag: yes' in seen.text
+    assert f"/ui/facts/{secret.id}" in seen.text
+    as_bob = person.get("/ui/policies?see_subject=bob&see_path=/alice")
+    assert 'data-right="read">read: no' in as_bob.text
+    assert f"/ui/facts/{secret.id}" not in as_bob.text
+    assert "does not exist for it" in as_bob.text
+
+
+def test_an_issued_token_is_shown_once_and_works(
+    browser: Callable[..., Browser], app: FastAPI, two_subjects
+) -> None:
+    person = browser("default")
+    person.get("/ui/policies")
+    page = person.post("/ui/tokens", {"subject": "alice", "expires": "2h"})
+    assert page.status_code == 200
+    issued = re.search(r'class="token"[^>]*>([^<]+)</textarea>', page.text).group(1)
+    with TestClient(app) as api:
+        who = api.get("/v1/whoami", headers={"Authorization": f"Bearer {issued}"})
+    assert who.status_code == 200 and who.json()["subject"] == "alice"
+    assert "No policy line names" not in page.text
+    assert issued not in person.get("/ui/policies").text
+    person.get("/ui/policies")
+    stranger = person.post("/ui/tokens", {"subject": "stranger", "expires": "1h"})
+    assert "No policy line names stranger" in stranger.text
+    refused = person.post("/ui/tokens", {"subject": "admin", "expires": "2h"})
+    assert refused.status_code == 422
+
+
+def test_export_downloads_json_lines_for_admin_only(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], two_subjects
+) -> None:
+    store(actor, "default", "/notes", "exported")
+    response = browser("default").get("/ui/export")
+    assert response.status_code == 200
+    assert "attachment" in response.headers["content-disposition"]
+    records = [json.loads(line) for line in response.text.splitlines()]
+    assert any("exported" in json.dumps(r) for r in records)
+    assert browser("alice").get("/ui/export").status_code == 403
+
+
+# --- CSRF --------------------------------------------------------------------
+
+
+def test_a_post_without_the_csrf_token_is_a_403_and_writes_nothing(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
+) -> None:
+    fact = store(actor, "default", "/notes", "stays as it is")
+    person, other = browser("default"), browser("default")
+    person.get("/ui")
+    other.get("/ui")
+    before = (count(rt, facts), count(rt, casbin_rule), count(rt, path_tags))
+    attempts = [
+        (f"/ui/facts/{fact.id}/supersede", {"content": "changed"}),
+        (f"/ui/facts/{fact.id}/delete", {}),
+        (f"/ui/facts/{fact.id}/recall", {}),
+        ("/ui/paths/notes/tags", {"key": "k", "value": "v"}),
+        ("/ui/policies/add", {"line": "p, eve, path:/*, read, allow"}),
+        ("/ui/tokens", {"subject": "eve"}),
+        ("/ui/logout", {}),
+    ]
+    for url, data in attempts:
+        assert person.post(url, data, csrf=False).status_code == 403, url
+        # Another session's token is no better.
+        assert person.post(url, {**data, "csrf": other.csrf}, csrf=False).status_code == 403
+    assert (count(rt, facts), count(rt, casbin_rule), count(rt, path_tags)) == before
+    kept = actor("default").memory.get("default", fact.id, peek=True)
+    assert kept.deleted_at is None and kept.recall_count == 0
+    assert person.get("/ui").status_code == 200  # the logout was refused too
+
+
+# --- attacker-written text ---------------------------------------------------
+
+PAYLOADS = [
+    "<script>window.pwned=1</script>",
+    '<img src=x onerror="window.pwned=1">',
+    '[click](javascript:window.pwned=1) <a href="javascript:window.pwned=1">x</a>',
+    '[[/x" onmouseover="window.pwned=1]] and [[/notes" onmouseover="window.pwned=1]]',
+]
+
+
+def assert_inert(html: str) -> None:
+    assert "<script>window" not in html
+    assert "<img src=x" not in html and "<img" not in html
+    assert 'href="javascript:' not in html.lower()
+    assert not re.search(r"<[^>]*\sonmouseover=", html)
+    assert not re.search(r"<[^>]*\sonerror=", html)
+
+
+def test_payloads_render_as_text_on_every_page(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor]
+) -> None:
+    mem = actor("default").memory
+    ids = [store(actor, "default", "/notes", text).id for text in PAYLOADS]
+    mem.set_path_tags("default", "/notes", {"note": "<script>alert(1)</script>"})
+    person = browser("default")
+    pages = [f"/ui/facts/{i}" for i in ids] + [
+        "/ui",
+        "/ui/paths/notes",
+        "/ui/search?q=pwned&mode=keyword",
+        "/ui/search?q=%3Cscript%3E&under=%22%3E%3Cscript%3E",
+        "/ui/policies?see_subject=default&see_path=/notes",
+    ]
+    for url in pages:
+        response = person.get(url)
+        assert response.status_code in (200, 422), url
+        assert_inert(response.text)
+    fact_page = person.get(f"/ui/facts/{ids[0]}").text
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in fact_page
+    assert "&lt;script&gt;" in person.get("/ui/paths/notes").text
+
+
+# --- two subjects ------------------------------------------------------------
+
+
+def test_a_second_subject_sees_none_of_the_first_subjects_facts(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], two_subjects
+) -> None:
+    word = "zanzibarquux"
+    mem = actor("alice").memory
+    first = store(actor, "alice", "/alice/diary", f"alice's secret {word}", mood="calm")
+    second = mem.store(
+        "alice", NewFact("/alice/diary", f"corrected {word}", {}, supersedes_id=first.id)
+    )
+    mem.set_path_tags("alice", "/alice/diary", {"shelf": "private"})
+    own = store(actor, "bob", "/bob/notes", "bob's own note")
+    bob = browser("bob")
+    pages = [
+        "/ui",
+        "/ui/paths/",
+        "/ui/paths/alice",
+        "/ui/paths/alice/diary",
+        f"/ui/facts/{first.id}",
+        f"/ui/facts/{second.id}",
+        "/ui/search?q=secret",
+        "/ui/search?q=secret&under=/alice",
+        "/ui/policies",
+        "/ui/policies?see_subject=alice&see_path=/alice",
+        "/ui/export",
+    ]
+    for url in pages:
+        response = bob.get(url)
+        text = response.text
+        # A 404 names the path that was asked for, as the API's does; nothing else.
+        asked = url.removeprefix("/ui/paths")
+        text = text.replace(f"path {asked} not found", "").replace('value="/alice"', "")
+        assert word not in text and "/alice" not in text, url
+        assert "shelf=private" not in text and "mood=calm" not in text, url
+        assert f"/ui/facts/{first.id}" not in text and f"/ui/facts/{second.id}" not in text
+    assert bob.get(f"/ui/facts/{first.id}").status_code == 404
+    assert bob.get("/ui/paths/alice").status_code == 404
+    assert bob.get("/ui/policies").status_code == 403
+    # Bob's changes to alice's facts are refused as the API refuses them (404: not there).
+    bob.get("/ui")
+    assert bob.post(f"/ui/facts/{second.id}/delete").status_code == 404
+    assert bob.post(f"/ui/facts/{second.id}/supersede", {"content": "x"}).status_code == 404
+    assert mem.get("alice", second.id, peek=True).deleted_at is None
+    # And bob's own world is there.
+    assert f"/ui/facts/{own.id}" in bob.get("/ui").text
+    assert 'data-stat="facts">' in bob.get("/ui").text
+    overview = actor("bob").memory.overview("bob")
+    assert overview.database_bytes is None  # the file's size grows with alice's facts
+    assert overview.facts == actor("bob").memory.describe_path("bob", "/").subtree_fact_count
+    assert first.id not in {f.id for f in overview.strongest + overview.fading + overview.recent}
+    assert second.id not in {f.id for f in overview.strongest + overview.fading}
+
+
+def test_embornal_ui_prints_a_short_lived_token_that_signs_in(
+    settings, monkeypatch: pytest.MonkeyPatch, browser: Callable[..., Browser]
+) -> None:
+    from typer.testing import CliRunner
+
+    from app import cli
+    from tests.conftest import TEST_WIDTH
+
+    monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
+    monkeypatch.setattr(cli.state, "settings", None)
+    result = CliRunner().invoke(cli.app, ["ui"])
+    assert result.exit_code == 0, result.output
+    assert "http://127.0.0.1:8420/ui/login" in result.stdout
+    token = result.stdout.strip().splitlines()[-1]
+    assert token.count(".") == 2 and "?" not in token
+    person = browser()
+    person.get("/ui/login")
+    assert person.post("/ui/login", {"token": token}).status_code == 303
+    cookie = person.client.cookies.get(SESSION_COOKIE)
+    assert cookie and token not in cookie
+    # An hour by default: the session ends with it.
+    session = person.client.app.state.ui_sessions.get(cookie)
+    assert session.subject == "default"
+    assert session.expires_at - dt.datetime.now(dt.UTC).timestamp() <= 3600
+
+
+def test_backup_downloads_a_consistent_copy_for_admin_only(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], two_subjects, tmp_path
+) -> None:
+    import sqlite3
+
+    store(actor, "default", "/notes", "backed up")
+    response = browser("default").get("/ui/backup")
+    assert response.status_code == 200
+    assert "attachment" in response.headers["content-disposition"]
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(response.content)
+    with sqlite3.connect(copy) as db:
+        contents = [row[0] for row in db.execute("SELECT content FROM facts")]
+    assert "backed up" in contents
+    refused = browser("alice").get("/ui/backup")
+    assert refused.status_code == 403 and "admin" in refused.text
+
+
+def test_see_as_a_role_name_says_why_it_is_refused(browser: Callable[..., Browser]) -> None:
+    page = browser("default").get("/ui/policies?see_subject=admin&see_path=/")
+    assert page.status_code == 200
+    assert "is a role name" in page.text
+
+
+def test_a_refused_change_shows_the_apis_own_problem(
+    browser: Callable[..., Browser],
+    actor: Callable[[str], Actor],
+    app: FastAPI,
+    token: Callable[..., str],
+    two_subjects,
+    rt: Runtime,
+) -> None:
+    # Public, so bob may read it; not bob's to change.
+    shared = store(actor, "alice", "/alice/board", "the meeting is at ten", visibility="public")
+    bob = browser("bob")
+    page = bob.get(f"/ui/facts/{shared.id}")
+    assert page.status_code == 200 and "the meeting is at ten" in page.text
+    # The page offers no change the rules refuse...
+    assert 'id="supersede"' not in page.text and 'id="delete"' not in page.text
+    before = count(rt, facts)
+    # ...and a forged form meets the API's refusal, word for word.
+    with TestClient(app) as api:
+        headers = {"Authorization": f"Bearer {token('bob')}"}
+        refused = api.post(
+            "/v1/facts",
+            headers=headers,
+            json={"path": "/alice/board", "content": "at noon", "supersedes_id": shared.id},
+        ).json()
+        deleted = api.delete(f"/v1/facts/{shared.id}", headers=headers).json()
+    console = bob.post(f"/ui/facts/{shared.id}/supersede", {"content": "at noon"})
+    assert console.status_code == refused["status"] == 403
+    assert html_escape(refused["detail"]) in console.text
+    console = bob.post(f"/ui/facts/{shared.id}/delete")
+    assert console.status_code == deleted["status"] == 403
+    assert html_escape(deleted["detail"]) in console.text
+    assert count(rt, facts) == before
