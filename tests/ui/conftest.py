@@ -11,12 +11,13 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.acl.model import ACTIONS
 from app.auth.tokens import issue_token
 from app.main import create_app
 from app.runtime import Runtime
-from app.services import policies as policy_service
 from app.settings import Settings
-from tests.conftest import Actor, FakeClock
+from tests.api import conftest as api
+from tests.conftest import FakeClock
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -87,14 +88,8 @@ def browser(app: FastAPI, token: Callable[..., str]) -> Iterator[Callable[..., B
         client.__exit__(None, None, None)
 
 
-@pytest.fixture
-def add_policy(actor: Callable[[str], Actor]) -> Callable[..., None]:
-    def add(*lines: str) -> None:
-        with actor("default").tx() as (conn, ctx):
-            for line in lines:
-                policy_service.add_policy(conn, ctx, line)
-
-    return add
+# Policy lines added as the CLI does: the REST tests' fixture.
+add_policy = api.add_policy
 
 
 @pytest.fixture
@@ -102,6 +97,3 @@ def two_subjects(add_policy: Callable[..., None]) -> None:
     """alice and bob, each with every right on a subtree of their own, nothing more."""
     for who in ("alice", "bob"):
         add_policy(*(f"p, {who}, path:/{who}/*, {act}, allow" for act in ACTIONS))
-
-
-ACTIONS = ("read", "write", "delete", "tag")
