@@ -493,10 +493,16 @@ class Memory:
     def issue_token(self, admin: str, subject: str, lifetime: timedelta) -> tuple[str, float]:
         """As `admin`, a token for `subject` signed with the local key, and its expiry."""
         self.require_admin(admin, "issuing tokens needs the admin role")
+        token, expires_at = self.sign_token(subject, lifetime)
+        return token, expires_at.timestamp()
+
+    def sign_token(self, subject: str, lifetime: timedelta) -> tuple[str, datetime]:
+        """A token for `subject` signed with the local key, and when it expires: for the
+        owner at this machine (`token issue`, `ui`), who holds the key already. A role's
+        name is refused: the server would refuse such a token (401)."""
         self.refuse_role_name(subject)
         now = datetime.fromtimestamp(int(time.time()), UTC)
-        token = issue_token(self.runtime.settings, subject, lifetime, now=now)
-        return token, now.timestamp() + lifetime.total_seconds()
+        return issue_token(self.runtime.settings, subject, lifetime, now=now), now + lifetime
 
     # --- search ----------------------------------------------------------------
 
