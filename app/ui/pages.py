@@ -12,7 +12,7 @@ import hmac
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,6 +178,16 @@ def problem_page(signed: Signed | None, exc: EmbornalError, *, back: str) -> HTM
     )
 
 
+def change(signed: Signed, do: Callable[[], object], *, back: str) -> Response:
+    """A change the person asked for: back to `back` once done, or the API's refusal as
+    it is (the same problem detail), with a way back there."""
+    try:
+        do()
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=back)
+    return see_other(back)
+
+
 def see_other(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
@@ -310,14 +320,14 @@ def set_path_tag(request: Request, post: PostedDep, path: str) -> Response:
     signed, form = post
     node = _node_path(path)
     back = render.path_href(node) if render.SAFE_PATH.match(node) else "/ui/paths/"
-    try:
+
+    def set_tag() -> None:
         key, value = form.get("key", "").strip(), form.get("value", "").strip()
         if not key:
             raise InvalidInput("a path tag needs a key")
         memory_of(request).set_path_tags(signed.subject, node, {key: value})
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back=back)
-    return see_other(back)
+
+    return change(signed, set_tag, back=back)
 
 
 @router.post("/paths/{path:path}/untag")
@@ -325,11 +335,10 @@ def remove_path_tag(request: Request, post: PostedDep, path: str) -> Response:
     signed, form = post
     node = _node_path(path)
     back = render.path_href(node) if render.SAFE_PATH.match(node) else "/ui/paths/"
-    try:
-        memory_of(request).remove_path_tag(signed.subject, node, form.get("key", ""))
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back=back)
-    return see_other(back)
+    memory = memory_of(request)
+    return change(
+        signed, lambda: memory.remove_path_tag(signed.subject, node, form.get("key", "")), back=back
+    )
 
 
 # --- one fact ----------------------------------------------------------------
@@ -378,21 +387,23 @@ def supersede(request: Request, post: PostedDep, fact_id: int) -> Response:
 @router.post("/facts/{fact_id:int}/recall")
 def recall(request: Request, post: PostedDep, fact_id: int) -> Response:
     signed, _form = post
-    try:
-        memory_of(request).recall(signed.subject, _fact_id(fact_id))
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
-    return see_other(f"/ui/facts/{fact_id}")
+    memory = memory_of(request)
+    return change(
+        signed,
+        lambda: memory.recall(signed.subject, _fact_id(fact_id)),
+        back=f"/ui/facts/{fact_id}",
+    )
 
 
 @router.post("/facts/{fact_id:int}/delete")
 def delete(request: Request, post: PostedDep, fact_id: int) -> Response:
     signed, _form = post
-    try:
-        memory_of(request).delete(signed.subject, _fact_id(fact_id))
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
-    return see_other(f"/ui/facts/{fact_id}")
+    memory = memory_of(request)
+    return change(
+        signed,
+        lambda: memory.delete(signed.subject, _fact_id(fact_id)),
+        back=f"/ui/facts/{fact_id}",
+    )
 
 
 # --- search ------------------------------------------------------------------
@@ -523,21 +534,21 @@ def _policies_page(
 @router.post("/policies/add")
 def add_policy(request: Request, post: PostedDep) -> Response:
     signed, form = post
-    try:
-        memory_of(request).add_policy(signed.subject, form.get("line", ""))
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back="/ui/policies")
-    return see_other("/ui/policies")
+    memory = memory_of(request)
+    return change(
+        signed, lambda: memory.add_policy(signed.subject, form.get("line", "")), back="/ui/policies"
+    )
 
 
 @router.post("/policies/remove")
 def remove_policy(request: Request, post: PostedDep) -> Response:
     signed, form = post
-    try:
-        memory_of(request).remove_policy(signed.subject, form.get("line", ""))
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back="/ui/policies")
-    return see_other("/ui/policies")
+    memory = memory_of(request)
+    return change(
+        signed,
+        lambda: memory.remove_policy(signed.subject, form.get("line", "")),
+        back="/ui/policies",
+    )
 
 
 @router.post("/tokens")
