@@ -112,23 +112,30 @@ class _RequireBearer:
         await response(scope, receive, send)
 
 
-def _problem(error: EmbornalError) -> JSONResponse:
+def _problem_body(error: EmbornalError) -> dict[str, Any]:
     """The problem REST gives for `error` (app.api.problems is a sibling front end)."""
-    body = {"type": error.type, "title": error.title, "status": error.status}
-    body["detail"] = error.detail
-    return JSONResponse(body, status_code=error.status, media_type="application/problem+json")
+    return {
+        "type": error.type,
+        "title": error.title,
+        "status": error.status,
+        "detail": error.detail,
+    }
+
+
+def _problem(error: EmbornalError) -> JSONResponse:
+    return JSONResponse(
+        _problem_body(error), status_code=error.status, media_type="application/problem+json"
+    )
 
 
 def jsonrpc_refusal(error: EmbornalError) -> JSONResponse:
     """An HTTP error status whose body is a JSON-RPC error (`id` null: the request was
     refused before it was read; the SDK puts back its own id), with the problem REST
     would give as its `data`."""
-    problem = {"type": error.type, "title": error.title, "status": error.status}
-    problem["detail"] = error.detail
     body = {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": INVALID_REQUEST, "message": error.detail, "data": problem},
+        "error": {"code": INVALID_REQUEST, "message": error.detail, "data": _problem_body(error)},
     }
     return JSONResponse(body, status_code=error.status)
 
