@@ -52,7 +52,7 @@ class _Serial:
 def _strict_half(conn: Any, ctx: Any, query: search_service.Query) -> search_service.KeywordHalf:
     """The keyword half as 7ca32f6 fused it: the strict tier alone, each match in full."""
     scope = search_service.Scope(ctx, query.under, tuple(query.tags), query.min_strength)
-    depth = max(search_service.HYBRID_DEPTH_FACTOR * query.limit, search_service.HYBRID_DEPTH)
+    depth = search_service._hybrid_depth(query.limit)
     hits = search_service.keyword_ranking(conn, scope, query.q, depth, relax=False)
     return search_service.KeywordHalf(hits, {hit.fact_id: 1.0 for hit in hits})
 
