@@ -35,8 +35,8 @@ from app.auth.subjects import validate_subject
 from app.auth.tokens import issue_token
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
+from app.db.dialects import backend
 from app.db.engine import read_transaction, write_transaction
-from app.db.size import database_bytes
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
@@ -421,7 +421,7 @@ class Memory:
     @property
     def backend(self) -> str:
         """The database the memory is in: `sqlite` or `postgresql`."""
-        return str(self.runtime.engine.dialect.name)
+        return backend(self.runtime.engine).name
 
     def now(self) -> float:
         """The memory's clock (UNIX seconds): what strengths are computed against."""
@@ -443,7 +443,7 @@ class Memory:
             model_loaded=model.embedder is not None,
             width=rt.settings.embedding.width,
             backend=self.backend,
-            database_bytes=database_bytes(rt.engine) if is_admin else None,
+            database_bytes=backend(rt.engine).database_bytes(rt.engine) if is_admin else None,
             recent=recent,
             strongest=standing.strongest,
             fading=standing.fading,

@@ -74,6 +74,11 @@ class Vectors(Protocol):
 
 class Backend(Protocol):
     @property
+    def name(self) -> str:
+        """`sqlite` or `postgresql`."""
+        ...
+
+    @property
     def keywords(self) -> Keywords: ...
 
     @property
@@ -100,6 +105,10 @@ class Backend(Protocol):
     def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
         """The server's own dump tool writing `target` (argv, environment), or None where
         the memory is a file that embornal copies itself (SQLite's online backup)."""
+        ...
+
+    def database_bytes(self, engine: Engine) -> int | None:
+        """Bytes the memory takes on disk, or None when it cannot be told (in memory)."""
         ...
 
     def lock_schema(self, conn: Connection) -> None:

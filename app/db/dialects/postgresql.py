@@ -219,6 +219,11 @@ class PostgresBackend:
             {"table": table.name, "key": key},
         )
 
+    def database_bytes(self, engine: Engine) -> int | None:
+        with engine.connect() as conn:
+            size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
+        return int(size) if size is not None else None
+
     def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
         """pg_dump's custom format: consistent (one snapshot), compressed, and what
         pg_restore reads. The password goes in the environment, never on the command

@@ -110,6 +110,15 @@ class SqliteBackend:
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         pass  # an INTEGER PRIMARY KEY goes on from the largest id by itself
 
+    def database_bytes(self, engine: Engine) -> int | None:
+        # The file and its write-ahead log, which holds commits not yet checkpointed.
+        name = engine.url.database
+        if not name or name == ":memory:":
+            return None
+        base = Path(name)
+        parts = (base.with_name(base.name + suffix) for suffix in ("", "-wal"))
+        return sum(part.stat().st_size for part in parts if part.is_file())
+
     def dump_command(self, engine: Engine, target: Path) -> tuple[list[str], dict[str, str]] | None:
         return None  # app.services.transfer copies the file with SQLite's online backup
 
