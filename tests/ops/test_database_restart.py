@@ -237,7 +237,9 @@ def test_the_database_stops_and_starts_under_load(
                     traffic.phase = "terminated"
                     with admin.connect() as conn:
                         cut = conn.exec_driver_sql(TERMINATE).scalars().all()
-                    assert cut and all(cut), "no connection of the server's was cut"
+                    # False is a backend that ended between the scan and the signal (the
+                    # pool closing a connection cut in the round before): not a failure.
+                    assert any(cut), "no connection of the server's was cut"
                     wait_for(lambda a=acks: traffic.acks() >= a + ACKS_PER_PHASE, "stores again")
             finally:
                 admin.dispose()
