@@ -375,6 +375,13 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases)
     finally:
         for server in servers:
             server.stop()
+        # The servers' homes go with the temporary directory: a failed request's
+        # traceback is printed while it is still there.
+        for server in servers:
+            if "Traceback" in server.logs():
+                print(
+                    f"{server.home.name} logged an error:\n{server.log_tail(60)}", file=sys.stderr
+                )
 
 
 if __name__ == "__main__":
