@@ -402,10 +402,11 @@ def test_semantic_candidates_under_the_floor_are_no_match(actor, rt, model) -> N
     assert find(me, "penguins waddle", rt=rt, mode="semantic").results
 
 
-def test_the_relaxed_tier_ranks_a_window_of_the_newest_visible_matches(actor, rt) -> None:
+def test_the_relaxed_tier_reads_a_window_and_ranks_the_rare_words_in_full(actor, rt) -> None:
     """An OR of common words matches much of a big memory, and ranking every match
-    costs in proportion: hybrid's relaxed tier ranks the newest `relaxed_window` matches
-    the reader may see (never fewer than the page needs), and hidden ones take no place."""
+    costs in proportion: hybrid's relaxed tier reads the newest `relaxed_window` matches
+    the reader may see, and ranks in full only the words that window shows rare, so a
+    fact holding the rare word is found however old it is; hidden facts take no place."""
 
     def relaxed(actor_, q, want):
         with actor_.tx() as (conn, ctx):
@@ -418,11 +419,13 @@ def test_the_relaxed_tier_ranks_a_window_of_the_newest_visible_matches(actor, rt
     me = actor()
     old = store(me, [NewFact("/w/old", f"heron note {i}") for i in range(3)])
     new = store(me, [NewFact("/w/new", f"egret note {i}") for i in range(4)])
-    # bm25 alone would put the rarer word's (heron's) facts first; the window holds the
-    # newest four.
-    assert set(relaxed(me, "heron egret", 2)) <= {f.id for f in new}
+    # The window (the newest four) holds egret alone: egret is common there, heron rare,
+    # and heron's facts, older than the window, come first.
+    assert set(relaxed(me, "heron egret", 2)) <= {f.id for f in old}
     # A page larger than the window: the window grows to the page.
     assert set(relaxed(me, "heron egret", 7)) == {f.id for f in old + new}
+    # A word no fact holds is rare too, and finds nothing: the window's order stays.
+    assert set(relaxed(me, "egret ibis", 2)) <= {f.id for f in new}
     # A reader who sees only the older facts: newer hidden ones take no place in its
     # window, so its page is what it would be without them.
     grant(rt, "p, alice, path:/w/old/*, read, allow")
@@ -431,3 +434,27 @@ def test_the_relaxed_tier_ranks_a_window_of_the_newest_visible_matches(actor, rt
     assert set(before) <= {f.id for f in old} and len(before) == 2
     store(me, [NewFact("/w/new", f"egret flock {i}") for i in range(6)])
     assert relaxed(alice, "heron egret", 2) == before
+
+
+def test_hybrid_finds_an_old_fact_on_its_rare_word_past_a_name_every_fact_holds(
+    actor, rt, model
+) -> None:
+    """A conversation stored turn by turn names its speaker in every fact: an OR with
+    the name matches all of them. The keyword half still finds the one old turn that
+    holds the rare words of the question, first, past the newest hundred turns, and
+    facts the reader cannot see change nothing of it."""
+    me = actor()
+    answer = store(me, [NewFact("/chat/s1", "Caroline: I researched adoption agencies today")])
+    store(me, [NewFact("/chat/s2", f"Caroline: chatting about day {i}") for i in range(150)])
+
+    def half() -> list[int]:
+        query = search_service.Query("What did Caroline learn about adoption?", "hybrid", 10)
+        with me.tx() as (conn, ctx):
+            return [hit.fact_id for hit in search_service.keyword_half(conn, ctx, query).hits]
+
+    before = half()
+    assert before[0] == answer[0].id
+    # Hidden facts that make "adoption" a common word of the memory, and newer.
+    grant(rt, "p, default, path:/hidden/*, read, deny")
+    store(me, [NewFact("/hidden", f"adoption paperwork {i}") for i in range(200)])
+    assert half() == before
