@@ -102,6 +102,20 @@ def test_changes_equal_enforce(
                 if subject in roles:
                     continue  # refused at the door; see test_acl_differential
                 ctx = Context(subject=subject, access=control.for_subject(conn, subject))
+
+                def node_visible(node: str, here: dict[str, str], subject: str = subject) -> bool:
+                    """A node exists for the subject: it may write or tag there, or it
+                    reads a fact at or beneath it."""
+                    return (
+                        enforce(subject, "write", node, here)
+                        or enforce(subject, "tag", node, here)
+                        or any(
+                            (f.path == node or f.path.startswith(node + "/"))
+                            and enforce(subject, "read", f.path, fact_tags[i])
+                            for i, f in enumerate(world.facts, start=1)
+                        )
+                    )
+
                 for node in world.paths[1:]:
                     here = node_tags(world, node)
                     as_stored = {**here, **store_tags, "owner": subject}
@@ -138,18 +152,31 @@ def test_changes_equal_enforce(
                         for i, f in enumerate(world.facts, start=1)
                     )
                     got = outcome(conn, path_service.set_path_tags, ctx, node, {key: value})
-                    if want_tag:
-                        assert got == OK, (subject, "tag", node, here)
-                    else:
-                        # Refused: 404 when the node is hidden from the subject, else 403.
-                        visible = (
-                            enforce(subject, "write", node, here)
-                            or enforce(subject, "tag", node, here)
-                            or any(
-                                (f.path == node or f.path.startswith(node + "/"))
-                                and enforce(subject, "read", f.path, fact_tags[i])
-                                for i, f in enumerate(world.facts, start=1)
-                            )
+                    # Refused: 404 when the node is hidden from the subject, else 403.
+                    refused = "403" if node_visible(node, here) else "404"
+                    assert got == (OK if want_tag else refused), (subject, "tag", node, here)
+
+                # Removing a path tag: `tag` on the node, and no change to the tags of a
+                # fact beneath that the subject cannot read (a removal can publish too).
+                for node in world.paths[1:]:
+                    own = here_own(world, node)
+                    for key in own:
+                        here = node_tags(world, node)
+                        after = replace(
+                            world,
+                            path_tags={
+                                **world.path_tags,
+                                node: {k: v for k, v in own.items() if k != key},
+                            },
                         )
-                        assert got == ("403" if visible else "404"), (subject, "tag", node, here)
+                        want_remove = enforce(subject, "tag", node, here) and not any(
+                            (f.path == node or f.path.startswith(node + "/"))
+                            and not enforce(subject, "read", f.path, fact_tags[i])
+                            and expected_tags(after, f) != fact_tags[i]
+                            for i, f in enumerate(world.facts, start=1)
+                        )
+                        got = outcome(conn, path_service.remove_path_tag, ctx, node, key)
+                        refused = "403" if node_visible(node, here) else "404"
+                        want = OK if want_remove else refused
+                        assert got == want, (subject, "untag", node, key, here)
             tx.rollback()
