@@ -115,3 +115,37 @@ def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypat
     alice = actor("alice")
     stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
     assert stored.similar == [] and stored.similar_checked is True
+
+
+class CountingEmbedder(FakeEmbedder):
+    """The fake model, counting the texts it is asked to embed."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__(width)
+        self.documents = 0
+        self.queries = 0
+
+    def embed_documents(self, texts):
+        self.documents += len(texts)
+        return super().embed_documents(texts)
+
+    def embed_query(self, text):
+        self.queries += 1
+        return super().embed_query(text)
+
+
+def test_the_similar_search_uses_the_vector_the_store_made(actor, rt) -> None:
+    """No second embedding: each stored fact is embedded once, and its `similar` search
+    runs on that vector (the model is the slow part of a store)."""
+    counting = rt.embedder = CountingEmbedder(TEST_WIDTH)
+    me = actor()
+    me.memory.store(me.subject, NewFact("/ops", BACKUP))
+    stored = me.memory.store_batch(
+        me.subject,
+        [
+            NewFact("/ops/db", "every night at two the staging database is backed up"),
+            NewFact("/ops", "the office plants need water on fridays"),
+        ],
+    )
+    assert [len(s.similar) for s in stored] == [1, 0]
+    assert (counting.documents, counting.queries) == (3, 0)
