@@ -356,6 +356,29 @@ def test_an_issued_token_is_shown_once_and_works(
     assert refused.status_code == 422
 
 
+def test_a_subject_outside_admin_cannot_issue_tokens_or_change_policies(
+    browser: Callable[..., Browser], rt: Runtime, two_subjects
+) -> None:
+    """The access page's forms, posted by a signed-in subject without the admin role
+    (with its own valid CSRF token): each one refused as the API refuses it, nothing
+    written, no token on the page."""
+    alice = browser("alice")
+    assert alice.get("/ui/policies").status_code == 403
+    alice.get("/ui")  # a page of its own, for a valid CSRF token
+    rules = count(rt, casbin_rule)
+    line = "p, alice, path:/*, read, allow"
+    for url, form in (
+        ("/ui/policies/add", {"line": line}),
+        ("/ui/policies/remove", {"line": "p, alice, path:/alice/*, read, allow"}),
+        ("/ui/tokens", {"subject": "bob", "expires": "2h"}),
+    ):
+        refused = alice.post(url, form)
+        assert refused.status_code == 403, url
+        assert "admin role" in refused.text
+        assert 'class="token"' not in refused.text
+    assert count(rt, casbin_rule) == rules
+
+
 def test_export_downloads_json_lines_for_admin_only(
     browser: Callable[..., Browser], actor: Callable[[str], Actor], two_subjects
 ) -> None:
