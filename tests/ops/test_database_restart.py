@@ -34,7 +34,7 @@ from tests.ops.live import POLL, WORDS, LiveServer
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
-WRITERS, READERS = 6, 3
+WRITERS, READERS = 8, 4  # as issue 21 asks
 STATEMENT_MS = 3000
 MARGIN = 3.0  # seconds a request may take over the statement timeout on a busy machine
 DOWN_REQUESTS = 30  # refused requests to see in each outage before starting again
