@@ -208,13 +208,13 @@ def _relaxed_by_window(
     are all the visible matches, they are ranked by bm25 and that is the tier. Otherwise
     the window is a sample of the reader's matches: the words that at most
     RARE_IN_WINDOW of its facts hold (not a speaker's name on every turn, nor a word of
-    every fact in a project), the `most` that fewest of them hold, are ranked by bm25 over every
-    visible fact holding them, wherever it sits in time, ahead of the window's own
-    order. A rare word's doclist is short, so this costs little; a question whose words
-    the window holds often keeps the window's order. Every count here is over facts the
-    reader can see.
+    every fact in a project), the `most` that fewest of them hold, are ranked by bm25
+    over every visible fact holding them, wherever it sits in time, ahead of the
+    window's own order. A rare word's doclist is short, so this costs little; a question
+    whose words the window holds often keeps the window's order. Every count here is
+    over facts the reader can see.
     """
-    longest = sorted(content, key=lambda c: (-len(c), content.index(c)))[:WINDOW_WORDS]
+    longest = _longest(content, WINDOW_WORDS)
     size = max(window, want)
     sample = _newest_matches(conn, scope, longest, size)
     in_window = sorted(sample, key=lambda pair: (pair[1], pair[0]))
@@ -242,12 +242,21 @@ def _chunks_held(conn: Connection, chunks: list[str], ids: Sequence[int]) -> dic
     }
 
 
+def _longest(chunks: list[str], most: int) -> list[str]:
+    """The `most` longest chunks (the first among equals): a rarity proxy that reads the
+    query alone."""
+    return sorted(chunks, key=lambda c: (-len(c), chunks.index(c)))[:most]
+
+
+def _is_content_word(word: str) -> bool:
+    """A lowercased word that carries a topic: no stop word, no single letter (a number
+    does)."""
+    return (len(word) > 1 and word not in STOPWORDS) or word.isdigit()
+
+
 def _is_content(chunk: str) -> bool:
     """A chunk carries a topic when one of its words is not a stop word."""
-    return any(
-        (len(word) > 1 and word not in STOPWORDS) or word.isdigit()
-        for word in _WORD.findall(chunk.lower())
-    )
+    return any(_is_content_word(word) for word in _WORD.findall(chunk.lower()))
 
 
 @dataclass(frozen=True)
@@ -294,7 +303,7 @@ def keyword_ranking(
         # query, a rarity proxy that reads the query alone.
         words = content
         if relaxed_words is not None and len(content) > relaxed_words:
-            words = sorted(content, key=lambda c: (-len(c), content.index(c)))[:relaxed_words]
+            words = _longest(content, relaxed_words)
         relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
     else:
         relaxed = _relaxed_by_window(
@@ -513,11 +522,7 @@ def _stem(word: str) -> str:
 
 
 def _content_stems(text: str) -> set[str]:
-    return {
-        _stem(word)
-        for word in _WORD.findall(text.lower())
-        if (len(word) > 1 and word not in STOPWORDS) or word.isdigit()
-    }
+    return {_stem(word) for word in _WORD.findall(text.lower()) if _is_content_word(word)}
 
 
 def held_words(
@@ -545,13 +550,7 @@ def held_words(
 
 def _stems_among(words: Iterable[str], wanted: set[str]) -> set[str]:
     """The stems of `words` (content words only, as _content_stems keeps) in `wanted`."""
-    found = set()
-    for word in words:
-        if (len(word) > 1 and word not in STOPWORDS) or word.isdigit():
-            stem = _stem(word)
-            if stem in wanted:
-                found.add(stem)
-    return found
+    return {_stem(word) for word in words if _is_content_word(word)} & wanted
 
 
 def rarity_shares(wanted: set[str], held: dict[int, set[str]]) -> dict[int, float]:
