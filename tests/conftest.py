@@ -9,7 +9,7 @@ runs on a copied SQLite file and on a fresh PostgreSQL database (tests/postgres.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,7 +20,9 @@ from sqlalchemy.engine import URL
 from app.db import migrate
 from app.db.engine import make_engine
 from app.dirs import Dirs
+from app.embeddings.base import Vectors
 from app.embeddings.catalog import ModelSpec, register_spec, unregister_spec
+from app.embeddings.fake import FakeEmbedder
 from app.runtime import Runtime, open_runtime
 from app.services.context import Context
 from app.settings import Settings
@@ -42,6 +44,24 @@ class FakeClock:
 
     def advance(self, days: float = 0.0, seconds: float = 0.0) -> None:
         self.now += days * DAY + seconds
+
+
+class CountingEmbedder(FakeEmbedder):
+    """The fake model, keeping the texts it is asked to embed (a cache hit or a reused
+    vector shows as a text that is not there)."""
+
+    def __init__(self, width: int, name: str = "fake") -> None:
+        super().__init__(width, name)
+        self.queries: list[str] = []
+        self.documents: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.documents += list(texts)
+        return super().embed_documents(texts)
 
 
 BACKENDS = ["sqlite", "postgresql"]

@@ -8,16 +8,7 @@ import pytest
 from app.embeddings.fake import FakeEmbedder
 from app.embeddings.query_cache import QueryCache
 from app.services import search as search_service
-
-
-class CountingEmbedder(FakeEmbedder):
-    def __init__(self, width: int, name: str = "fake") -> None:
-        super().__init__(width, name)
-        self.queries: list[str] = []
-
-    def embed_query(self, text: str):
-        self.queries.append(text)
-        return super().embed_query(text)
+from tests.conftest import CountingEmbedder
 
 
 def test_a_cached_vector_is_the_fresh_embedding() -> None:

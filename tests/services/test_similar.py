@@ -9,7 +9,7 @@ from app.db.tables import facts
 from app.embeddings.fake import FakeEmbedder
 from app.errors import Conflict
 from app.usecases.memory import Memory, NewFact, Similar
-from tests.conftest import TEST_WIDTH
+from tests.conftest import TEST_WIDTH, CountingEmbedder
 from tests.services.test_search import grant
 
 BACKUP = "the staging database is backed up every night at two"
@@ -117,23 +117,6 @@ def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypat
     assert stored.similar == [] and stored.similar_checked is True
 
 
-class CountingEmbedder(FakeEmbedder):
-    """The fake model, counting the texts it is asked to embed."""
-
-    def __init__(self, width: int) -> None:
-        super().__init__(width)
-        self.documents = 0
-        self.queries = 0
-
-    def embed_documents(self, texts):
-        self.documents += len(texts)
-        return super().embed_documents(texts)
-
-    def embed_query(self, text):
-        self.queries += 1
-        return super().embed_query(text)
-
-
 def test_the_similar_search_uses_the_vector_the_store_made(actor, rt) -> None:
     """No second embedding: each stored fact is embedded once, and its `similar` search
     runs on that vector (the model is the slow part of a store)."""
@@ -148,4 +131,4 @@ def test_the_similar_search_uses_the_vector_the_store_made(actor, rt) -> None:
         ],
     )
     assert [len(s.similar) for s in stored] == [1, 0]
-    assert (counting.documents, counting.queries) == (3, 0)
+    assert (len(counting.documents), len(counting.queries)) == (3, 0)
