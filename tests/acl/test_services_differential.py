@@ -116,6 +116,19 @@ def test_changes_equal_enforce(
                         )
                     )
 
+                def retags_unreadable(
+                    node: str, own: dict[str, str], subject: str = subject
+                ) -> bool:
+                    """Whether giving `node` the path tags `own` changes the effective
+                    tags of a fact at or beneath it that the subject cannot read."""
+                    after = replace(world, path_tags={**world.path_tags, node: own})
+                    return any(
+                        (f.path == node or f.path.startswith(node + "/"))
+                        and not enforce(subject, "read", f.path, fact_tags[i])
+                        and expected_tags(after, f) != fact_tags[i]
+                        for i, f in enumerate(world.facts, start=1)
+                    )
+
                 for node in world.paths[1:]:
                     here = node_tags(world, node)
                     as_stored = {**here, **store_tags, "owner": subject}
@@ -141,15 +154,8 @@ def test_changes_equal_enforce(
                         subject, "tag", node, {**here, key: value}
                     )
                     # Never a change to the tags of a fact beneath it cannot read.
-                    after = replace(
-                        world,
-                        path_tags={**world.path_tags, node: {**here_own(world, node), key: value}},
-                    )
-                    want_tag = want_tag and not any(
-                        (f.path == node or f.path.startswith(node + "/"))
-                        and not enforce(subject, "read", f.path, fact_tags[i])
-                        and expected_tags(after, f) != fact_tags[i]
-                        for i, f in enumerate(world.facts, start=1)
+                    want_tag = want_tag and not retags_unreadable(
+                        node, {**here_own(world, node), key: value}
                     )
                     got = outcome(conn, path_service.set_path_tags, ctx, node, {key: value})
                     # Refused: 404 when the node is hidden from the subject, else 403.
@@ -160,23 +166,14 @@ def test_changes_equal_enforce(
                 # fact beneath that the subject cannot read (a removal can publish too).
                 for node in world.paths[1:]:
                     own = here_own(world, node)
-                    for key in own:
+                    for dropped in own:
                         here = node_tags(world, node)
-                        after = replace(
-                            world,
-                            path_tags={
-                                **world.path_tags,
-                                node: {k: v for k, v in own.items() if k != key},
-                            },
+                        left = {k: v for k, v in own.items() if k != dropped}
+                        want_remove = enforce(subject, "tag", node, here) and not retags_unreadable(
+                            node, left
                         )
-                        want_remove = enforce(subject, "tag", node, here) and not any(
-                            (f.path == node or f.path.startswith(node + "/"))
-                            and not enforce(subject, "read", f.path, fact_tags[i])
-                            and expected_tags(after, f) != fact_tags[i]
-                            for i, f in enumerate(world.facts, start=1)
-                        )
-                        got = outcome(conn, path_service.remove_path_tag, ctx, node, key)
+                        got = outcome(conn, path_service.remove_path_tag, ctx, node, dropped)
                         refused = "403" if node_visible(node, here) else "404"
                         want = OK if want_remove else refused
-                        assert got == want, (subject, "untag", node, key, here)
+                        assert got == want, (subject, "untag", node, dropped, here)
             tx.rollback()
