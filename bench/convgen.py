@@ -46,6 +46,13 @@ SPLITS: dict[str, tuple[int, ...]] = {
     "held": tuple(range(101, 113)),
 }
 SMOKE_SEED = 9001  # one small conversation for `make test`
+# Sessions and turns in a conversation, small talk filling it up to the turns: a small
+# one has 5-6 sessions and 40-60 turns; a long one (`long`) about twice the turns of a
+# usual one, the same number of arcs spread over more sessions and more small talk.
+SESSIONS = (15, 30)
+TURNS = (265, 335)
+LONG_SESSIONS = (30, 40)
+LONG_TURNS = (600, 700)
 OUT = Path(__file__).parent / "out"
 KINDS = ("single", "multi", "temporal", "none")
 # The share of each kind among a conversation's questions.
@@ -342,11 +349,16 @@ def time_expressions(d: datetime, asked: datetime) -> list[tuple[str, datetime, 
 
 
 class Gen:
-    def __init__(self, seed: int, *, small: bool = False) -> None:
+    def __init__(self, seed: int, *, small: bool = False, long: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(f"embornal-convgen-{seed}")
         self.small = small
+        self.long = long
         self.id = f"conv-{seed:04d}"
+
+    @property
+    def sizes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        return (LONG_SESSIONS, LONG_TURNS) if self.long else (SESSIONS, TURNS)
 
     def pick(self, options):  # type: ignore[no-untyped-def]
         return self.rng.choice(options)
@@ -356,7 +368,7 @@ class Gen:
         (a, pa), (b, pb) = rng.sample(NAMES, 2)
         self.names = [a, b]
         self.pron = [pa, pb]
-        n_sessions = rng.randint(5, 6) if self.small else rng.randint(15, 30)
+        n_sessions = rng.randint(5, 6) if self.small else rng.randint(*self.sizes[0])
         start = datetime(2025, 1, 6, tzinfo=UTC) + timedelta(days=rng.randint(0, 200))
         sessions = []
         at = start
@@ -471,7 +483,7 @@ class Gen:
         # Small talk fills the conversation up to its target length (4 turns a session
         # are greetings and goodbyes).
         core = sum(4 + sum(len(b) for b in blocks) for blocks in sessions_blocks)
-        target = rng.randint(40, 60) if self.small else rng.randint(265, 335)
+        target = rng.randint(40, 60) if self.small else rng.randint(*self.sizes[1])
         said: list[set[int]] = [set() for _ in sessions_blocks]
         for _ in range(max(0, (target - core) // 2)):
             s = rng.randrange(len(sessions_blocks))
@@ -747,14 +759,16 @@ class Gen:
         ]
 
 
-def conversation(seed: int, *, small: bool = False) -> Conversation:
-    return Gen(seed, small=small).build()
+def conversation(seed: int, *, small: bool = False, long: bool = False) -> Conversation:
+    return Gen(seed, small=small, long=long).build()
 
 
-def split(name: str) -> list[Conversation]:
+def split(name: str, *, long: bool = False) -> list[Conversation]:
+    """The conversations of a split; with `long`, the same seeds as long conversations
+    (other conversations, the same speakers and topics drawn)."""
     if name == "smoke":
         return [conversation(SMOKE_SEED, small=True)]
-    return [conversation(seed) for seed in SPLITS[name]]
+    return [conversation(seed, long=long) for seed in SPLITS[name]]
 
 
 def stats(convs: list[Conversation]) -> dict[str, object]:
@@ -779,13 +793,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dump", action="store_true", help="write bench/out/convgen-*.json")
     parser.add_argument("--split", choices=(*SPLITS, "smoke"), action="append")
+    parser.add_argument("--long", action="store_true", help="the long conversations")
     args = parser.parse_args(argv)
     for name in args.split or list(SPLITS):
-        convs = split(name)
-        print(name, json.dumps(stats(convs)))
+        convs = split(name, long=args.long)
+        label = f"{name}-long" if args.long else name
+        print(label, json.dumps(stats(convs)))
         if args.dump:
             OUT.mkdir(exist_ok=True)
-            target = OUT / f"convgen-{name}.json"
+            target = OUT / f"convgen-{label}.json"
             target.write_text(json.dumps([asdict(c) for c in convs], indent=1), encoding="utf-8")
             print(f"wrote {target}")
 

@@ -91,6 +91,18 @@ def test_questions_point_at_turns_and_are_asked_afterwards(
         assert len({q.text for q in conv.questions}) == len(conv.questions)
 
 
+def test_a_long_conversation_is_twice_as_long_under_the_same_rules() -> None:
+    usual, long = convgen.conversation(1), convgen.conversation(1, long=True)
+    assert convgen.LONG_SESSIONS[0] <= len(long.sessions) <= convgen.LONG_SESSIONS[1]
+    assert len(long.facts) >= 1.8 * len(usual.facts), (len(long.facts), len(usual.facts))
+    assert 40 <= len(long.questions) <= 50
+    ids = {f.id for f in long.facts}
+    last = datetime.fromisoformat(long.facts[-1].created_at)
+    for q in long.questions:
+        assert set(q.relevant) <= ids and (q.kind == "none") == (not q.relevant)
+        assert datetime.fromisoformat(q.asked_at) > last
+
+
 def test_questions_mostly_avoid_the_words_of_their_evidence(
     held: list[convgen.Conversation],
 ) -> None:
