@@ -182,8 +182,8 @@ def _fts_ranked(
 
 def _newest_matches(
     conn: Connection, scope: Scope, chunks: list[str], window: int
-) -> list[tuple[int, float]]:
-    """(fact id, bm25) of the `window` newest visible facts holding any chunk.
+) -> list[tuple[int, float, str]]:
+    """(fact id, bm25, content) of the `window` newest visible facts holding any chunk.
 
     An OR of common words matches a large share of a big memory, and FTS5 scores every
     match before it can sort them (p50 6.5 ms for a median of 2,800 matches at 100k
@@ -196,11 +196,18 @@ def _newest_matches(
         f"newest-{len(chunks)}", lambda clauses: keywords.newest_statement(clauses, len(chunks))
     )
     rows = conn.execute(stmt, keywords.newest_params(chunks, window)).all()
-    return [(int(fid), float(score)) for fid, score in rows]
+    return [(int(fid), float(score), content) for fid, score, content in rows]
 
 
 def _relaxed_by_window(
-    conn: Connection, scope: Scope, content: list[str], want: int, window: int, most: int | None
+    conn: Connection,
+    scope: Scope,
+    content: list[str],
+    want: int,
+    window: int,
+    most: int | None,
+    wanted: set[str],
+    held: dict[int, set[str]],
 ) -> list[tuple[int, float]]:
     """The relaxed tier at a bounded cost, best first: facts holding any of the words.
 
@@ -212,16 +219,21 @@ def _relaxed_by_window(
     over every visible fact holding them, wherever it sits in time, ahead of the
     window's own order. A rare word's doclist is short, so this costs little; a question
     whose words the window holds often keeps the window's order. Every count here is
-    over facts the reader can see.
+    over facts the reader can see. The query's content words (`wanted`, stemmed) each
+    window fact holds go into `held` (by fact id), for the fusion to reuse.
     """
     longest = _longest(content, WINDOW_WORDS)
     size = max(window, want)
     sample = _newest_matches(conn, scope, longest, size)
-    in_window = sorted(sample, key=lambda pair: (pair[1], pair[0]))
+    in_window = sorted(((fid, bm25) for fid, bm25, _ in sample), key=lambda p: (p[1], p[0]))
+    held.update(_held_in({fid: text for fid, _, text in sample}, wanted))
     if len(sample) < size:
         return in_window[:want]  # every visible match is in the window
-    holds = _chunks_held(conn, content, [fid for fid, _ in sample])
-    held_by = {c: sum(c in held for held in holds.values()) for c in content}
+    stems = {c: _content_stems(c) for c in content}
+    held_by = {
+        c: sum(bool(need) and need <= held[fid] for fid, _, _ in sample)
+        for c, need in stems.items()
+    }
     rare = [c for c in content if held_by[c] <= RARE_IN_WINDOW]
     if not rare:
         return in_window[:want]
@@ -229,17 +241,6 @@ def _relaxed_by_window(
     ranked = _fts_ranked(conn, scope, rare[:most] if most else rare, want, any_word=True)
     taken = {fid for fid, _ in ranked}
     return (ranked + [pair for pair in in_window if pair[0] not in taken])[:want]
-
-
-def _chunks_held(conn: Connection, chunks: list[str], ids: Sequence[int]) -> dict[int, set[str]]:
-    """For each fact among `ids` (visible already), the chunks whose content words it
-    holds (stemmed as held_words does)."""
-    stems = {c: _content_stems(c) for c in chunks}
-    _, held = held_words(conn, " ".join(chunks), ids)
-    return {
-        fid: {c for c, need in stems.items() if need and need <= words}
-        for fid, words in held.items()
-    }
 
 
 def _longest(chunks: list[str], most: int) -> list[str]:
@@ -274,6 +275,7 @@ def keyword_ranking(
     relax: bool = True,
     relaxed_words: int | None = None,
     relaxed_window: int | None = None,
+    held: dict[int, set[str]] | None = None,
 ) -> list[KeywordHit]:
     """Up to `want` visible facts, best first: those holding every content word, then
     (with `relax`), when fewer than `want` visible facts hold them all, those holding
@@ -284,7 +286,8 @@ def keyword_ranking(
     no document frequency or other whole-memory count chooses anything here. The
     ORDER within a tier is FTS5's bm25, whose statistics (document frequencies,
     average length) cover the whole table: that residual channel is documented
-    in the README ("Search"). Callers get positions, never bm25 values.
+    in the README ("Search"). Callers get positions, never bm25 values. With a
+    window, the content words each fact of it holds go into `held`.
     """
     chunks = fts_chunks(q)
     if not chunks:
@@ -307,7 +310,14 @@ def keyword_ranking(
         relaxed = _fts_ranked(conn, scope, words, want + len(hits), any_word=True)
     else:
         relaxed = _relaxed_by_window(
-            conn, scope, content, want + len(hits), relaxed_window, relaxed_words
+            conn,
+            scope,
+            content,
+            want + len(hits),
+            relaxed_window,
+            relaxed_words,
+            _content_stems(q),
+            {} if held is None else held,
         )
     hits += [KeywordHit(fid, False) for fid, _ in relaxed if fid not in seen]
     return hits[:want]
@@ -526,25 +536,39 @@ def _content_stems(text: str) -> set[str]:
 
 
 def held_words(
-    conn: Connection, q: str, ids: Sequence[int]
+    conn: Connection, q: str, ids: Sequence[int], known: Mapping[int, set[str]] | None = None
 ) -> tuple[set[str], dict[int, set[str]]]:
     """The query's content words (stemmed), and for each fact among `ids` (visible
-    already) the ones it holds: the facts and the query alone decide it."""
+    already) the ones it holds: the facts and the query alone decide it. `known` holds
+    some facts' words already (the relaxed window's, for the same query): those are not
+    read again."""
     wanted = _content_stems(q)
     if not wanted or not ids:
         return wanted, {}
-    bk = backend(conn)
-    stmt = bk.statements.get(
-        "contents",
-        lambda: select(facts.c.id, facts.c.content).where(bk.ids_in(facts.c.id, "ids")),
-    )
-    rows = conn.execute(stmt, {"ids": list(ids)}).all()
+    known = known or {}
+    held = {fid: known[fid] for fid in ids if fid in known}
+    missing = [fid for fid in ids if fid not in known]
+    if missing:
+        bk = backend(conn)
+        stmt = bk.statements.get(
+            "contents",
+            lambda: select(facts.c.id, facts.c.content).where(bk.ids_in(facts.c.id, "ids")),
+        )
+        rows = conn.execute(stmt, {"ids": missing}).all()
+        held.update(_held_in({row.id: row.content for row in rows}, wanted))
+    return wanted, held
+
+
+def _held_in(contents: Mapping[int, str], wanted: set[str]) -> dict[int, set[str]]:
+    """For each fact, the stems among `wanted` its content holds."""
+    if not wanted:
+        return {fid: set() for fid in contents}
     # Only the words that start like a wanted stem can stem to one: one regex pass a
     # fact finds them (stemming every word of 100 facts in Python cost ~3 ms a search).
     alternation = "|".join(re.escape(stem) for stem in sorted(wanted, key=len, reverse=True))
     starts = re.compile(rf"\b(?:{alternation})\w*")
-    return wanted, {
-        row.id: _stems_among(starts.findall(row.content.lower()), wanted) for row in rows
+    return {
+        fid: _stems_among(starts.findall(text.lower()), wanted) for fid, text in contents.items()
     }
 
 
@@ -645,6 +669,7 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> KeywordHalf:
     snapshot of its own) while the query is embedded and the semantic half ranks."""
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     depth = _hybrid_depth(query.limit)
+    window_held: dict[int, set[str]] = {}
     hits = keyword_ranking(
         conn,
         scope,
@@ -652,8 +677,9 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> KeywordHalf:
         depth,
         relaxed_words=HYBRID_RELAXED_WORDS,
         relaxed_window=HYBRID_RELAXED_WINDOW,
+        held=window_held,
     )
-    wanted, held = held_words(conn, query.q, [hit.fact_id for hit in hits])
+    wanted, held = held_words(conn, query.q, [hit.fact_id for hit in hits], window_held)
     shares = rarity_shares(wanted, held)
     # The half's order is the share of the question each match holds (a strict match
     # holds all of it), bm25's order among equal shares: a match on the rare word the

@@ -40,9 +40,9 @@ class Keywords(Protocol):
 
     def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
         """A statement for the facts that pass `clauses` and hold any of `chunks` chunks,
-        newest (highest id) first, as (fact id, score), at most `:limit`: scored for
-        those rows alone, so its cost is bounded by the limit however many facts match.
-        The scores are `ranked`'s; newest_params() binds it."""
+        newest (highest id) first, as (fact id, score, content), at most `:limit`:
+        scored for those rows alone, so its cost is bounded by the limit however many
+        facts match. The scores are `ranked`'s; newest_params() binds it."""
         ...
 
     def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]: ...

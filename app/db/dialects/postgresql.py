@@ -105,7 +105,7 @@ class PostgresKeywords:
             query = query.op("||")(phrase)
         tsv: Any = literal_column("facts.content_tsv")
         return (
-            select(facts.c.id, -func.ts_rank(tsv, query, 1))
+            select(facts.c.id, -func.ts_rank(tsv, query, 1), facts.c.content)
             .where(tsv.op("@@")(query), *clauses)
             .order_by(facts.c.id.desc())
             .limit(bindparam("limit"))

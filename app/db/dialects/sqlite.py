@@ -48,7 +48,7 @@ class SqliteKeywords:
         # FTS5 hands out its matches newest first (its doclists read backwards); with the
         # LIMIT it stops early, and bm25 is computed for the rows returned alone.
         return (
-            select(facts_fts.c.rowid, func.bm25(_FTS))
+            select(facts_fts.c.rowid, func.bm25(_FTS), facts.c.content)
             .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
             .where(_FTS.op("MATCH")(bindparam("match")), *clauses)
             .order_by(facts_fts.c.rowid.desc())
