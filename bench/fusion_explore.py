@@ -1,6 +1,6 @@
 """Ways to fuse hybrid search's halves, compared on the quality bench's DEV split.
 
-    python -m bench.fusion_explore [--depth 40]
+    python -m bench.fusion_explore [--depth 40] [--model minilm-l6|fake] [--long]
 
 Each dev question is ranked once per half, as the service ranks them (the keyword
 tiers, the semantic ranking with its cosines, the facts created in the time span the
@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.embeddings import catalog
 from app.services import search as search_service
 from app.services import timewords
-from app.services.search import Fusion, KeywordHit, Scope
+from app.services.search import FUSION, SHARES_ONLY, Fusion, KeywordHalf, KeywordHit, Scope
 from bench import machine
 from bench import quality as qb
 
@@ -34,6 +35,7 @@ class Lists:
     coverage: dict[int, float]  # keyword hits: the share of the query's content words held
     weighted: dict[int, float]  # the same, each word weighed by its rarity in the pool
     path_of: dict[int, str]  # every fact's path (its session), for the neighbour boost
+    half: KeywordHalf  # the service's keyword half (search.keyword_half), as hybrid ranks it
 
 
 def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
@@ -52,11 +54,14 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         ids = [h.fact_id for h in keyword + keyword_untimed] + [f for f, _ in semantic]
         in_window = search_service._created_in(conn, ids, span)
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
+        half = search_service.keyword_half(
+            conn, ctx, search_service.Query(question.text, "hybrid", 10, window=span)
+        )
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
     paths = {handle.ids[f.id]: f.path for f in handle.conversation.facts}
     return Lists(
-        keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted, paths
+        keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted, paths, half
     )
 
 
@@ -129,6 +134,20 @@ def neighbours(beta: float, new: bool) -> Variant:
     return run
 
 
+def hybrid(fusion: Fusion, floor: float) -> Variant:
+    """The service's hybrid search with `fusion`: its keyword half, the semantic half
+    above the model's cosine floor, the time boost."""
+
+    def run(ls: Lists) -> list[int]:
+        semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
+        half = ls.half
+        window = ls.in_window if fusion.time_boost else frozenset()
+        order = search_service.fuse(half.hits, semantic, 10, fusion, half.shares, window)
+        return [f for f, _ in order]
+
+    return run
+
+
 def single(half: str, floor: float = -1.0) -> Variant:
     def run(ls: Lists) -> list[int]:
         if half == "keyword":
@@ -138,14 +157,16 @@ def single(half: str, floor: float = -1.0) -> Variant:
     return run
 
 
-def variants() -> dict[str, Variant]:
+def variants(floor: float) -> dict[str, Variant]:
     """What was tried (issue 17), the service's choice among them."""
     out: dict[str, Variant] = {
         "keyword alone": single("keyword"),
         "semantic alone": single("semantic"),
+        "hybrid as served, shares only (search.SHARES_ONLY)": hybrid(SHARES_ONLY, floor),
+        "hybrid as served (search.FUSION)": hybrid(FUSION, floor),
         "strict tier only, k=60 (main before)": fused(Fusion(time_boost=0), strict_only=True),
         "both tiers at full weight, k=60": fused(Fusion(time_boost=0)),
-        "the service (search.FUSION)": service(),
+        "keyword tiers in bm25 order, rarity shares": service(),
     }
     for k in (5, 10, 20, 60):
         for weight in (0.25, 0.5, 1.0):
@@ -188,16 +209,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--depth", type=int, default=search_service.HYBRID_DEPTH)
     parser.add_argument("--model", default="minilm-l6")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--long", action="store_true", help="the long conversations")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(machine.threads()))
     split = "smoke" if args.smoke else "dev"
-    with qb.build_split(split, model=args.model) as handles:
+    with qb.build_split(split, model=args.model, long=args.long) as handles:
         per_question = {
             q.id: lists_for(h, q, args.depth) for h in handles for q in h.conversation.questions
         }
         questions = qb.questions_of(handles)
     results = {}
-    for name, variant in variants().items():
+    floor = catalog.min_cosine(args.model)
+    for name, variant in variants(floor).items():
         rankings = {
             qid: [ls.names[f] for f in variant(ls) if f in ls.names]
             for qid, ls in per_question.items()

@@ -458,3 +458,65 @@ def test_hybrid_finds_an_old_fact_on_its_rare_word_past_a_name_every_fact_holds(
     grant(rt, "p, default, path:/hidden/*, read, deny")
     store(me, [NewFact("/hidden", f"adoption paperwork {i}") for i in range(200)])
     assert half() == before
+
+
+def _flat_strangers(first_id: int, n: int = 10) -> list[tuple[int, float]]:
+    """A semantic half that cannot tell: n candidates within 0.01 of cosine 0.5."""
+    return [(first_id + i, 0.5 + i * 0.001) for i in range(n)]
+
+
+def test_a_keyword_half_sure_of_itself_outweighs_a_semantic_half_that_cannot_tell() -> None:
+    """The best keyword match holds most of the question and the semantic half's
+    candidates all sit at one cosine: the keyword matches weigh in full, each relative
+    to the best, and its third match ranks above every stranger. Weighed by share
+    alone, it fell below all ten."""
+    hits = [search_service.KeywordHit(fid, False) for fid in (1, 2, 3)]
+    shares = {1: 0.6, 2: 0.6, 3: 0.6}
+    semantic = _flat_strangers(100)
+    fused = [fid for fid, _ in search_service.fuse(hits, semantic, 5, shares=shares)]
+    assert fused[:3] == [1, 2, 3]
+    before = search_service.fuse(hits, semantic, 5, search_service.SHARES_ONLY, shares)
+    assert 3 not in [fid for fid, _ in before]
+
+
+def test_an_unsure_keyword_half_leaves_the_fusion_to_the_shares() -> None:
+    """When no keyword match holds even a fifth of the question (the speaker's name
+    alone), the halves weigh as before: each match its share, the semantic half in full."""
+    hits = [search_service.KeywordHit(fid, False) for fid in (1, 2, 3)]
+    shares = {1: 0.15, 2: 0.1, 3: 0.1}
+    semantic = _flat_strangers(100)
+    now = search_service.fuse(hits, semantic, 10, shares=shares)
+    assert now == search_service.fuse(hits, semantic, 10, search_service.SHARES_ONLY, shares)
+    assert [fid for fid, _ in now][:3] == [100, 101, 102]
+
+
+def test_a_semantic_half_that_tells_its_best_apart_keeps_its_full_weight() -> None:
+    """A sure keyword half does not silence a sure semantic one: with its best cosine
+    far above its tenth, the semantic half weighs in full and its first candidate
+    stands level with the keyword half's first."""
+    hits = [search_service.KeywordHit(fid, False) for fid in (1, 2)]
+    shares = {1: 0.8, 2: 0.4}
+    peaked = [(100, 0.1)] + [(101 + i, 0.6 + i * 0.01) for i in range(9)]
+    weights = search_service.half_weights(hits, peaked, search_service.FUSION, shares)
+    assert weights.semantic == 1.0
+    assert weights.keyword == {1: 1.0, 2: 0.5}
+    flat = search_service.half_weights(hits, _flat_strangers(100), search_service.FUSION, shares)
+    assert flat.semantic == search_service.FUSION.least
+    fused = [fid for fid, _ in search_service.fuse(hits, peaked, 3, shares=shares)]
+    assert set(fused[:2]) == {1, 100}
+
+
+def test_halves_that_agree_are_fused_by_their_shares_alone() -> None:
+    """The semantic half's best is one of the keyword half's first three: both point at
+    the same place, and the shares alone weigh them, however sure the keyword half is.
+    Its fourth is not agreement: the halves weigh by how sure each is."""
+    hits = [search_service.KeywordHit(fid, False) for fid in (1, 2, 3, 4)]
+    shares = {1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6}
+    for best, agreed in ((3, True), (4, False)):
+        semantic = [(best, 0.49), *_flat_strangers(100)]
+        weights = search_service.half_weights(hits, semantic, search_service.FUSION, shares)
+        if agreed:
+            assert weights == search_service.HalfWeights(shares, 1.0)
+        else:
+            assert weights.keyword == dict.fromkeys(shares, 1.0)
+            assert weights.semantic == search_service.FUSION.least
