@@ -631,16 +631,20 @@ class Fusion:
     sure_share: float = 0.3
     spread: float = 0.3
     least: float = 0.3
+    # The candidate whose cosine the best's is measured against: the tenth (a page's
+    # length), or the last of fewer.
+    spread_at: int = 10
     # The semantic half's best among the keyword half's first `agree_at`: the halves agree.
     agree_at: int = 3
+
+    def __post_init__(self) -> None:
+        if self.unsure_share is not None and not self.unsure_share < self.sure_share:
+            raise ValueError("a Fusion's unsure_share must be under its sure_share")
 
 
 FUSION = Fusion()
 # The fusion before per-question weights (bench.fusion_explore compares the two).
 SHARES_ONLY = dataclasses.replace(FUSION, unsure_share=None)
-# The cosine of the semantic candidate whose distance from the best tells how sure the
-# half is: the tenth (a page's length), or the last of fewer.
-SPREAD_AT = 10
 
 
 @dataclass(frozen=True)
@@ -669,12 +673,9 @@ def half_weights(
     if semantic and semantic[0][0] in agreed:
         return HalfWeights(share, 1.0)  # both halves point at the same place
     low, high = fusion.unsure_share, fusion.sure_share
-    sure = min(1.0, max(0.0, (best - low) / (high - low))) if high > low else float(best >= low)
-    if semantic:
-        cosines = [1.0 - distance for _, distance in semantic[:SPREAD_AT]]
-        spread = cosines[0] - cosines[-1]
-    else:
-        spread = 0.0
+    sure = min(1.0, max(0.0, (best - low) / (high - low)))
+    cosines = [1.0 - distance for _, distance in semantic[: fusion.spread_at]]
+    spread = cosines[0] - cosines[-1] if cosines else 0.0
     semantic_weight = min(1.0, max(fusion.least, spread / fusion.spread))
     return HalfWeights(
         {fid: (1.0 - sure) * s + sure * s / best for fid, s in share.items()},
