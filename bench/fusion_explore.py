@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from app.embeddings import catalog
@@ -28,7 +28,6 @@ from bench import quality as qb
 @dataclass
 class Lists:
     keyword: list[KeywordHit]  # the question as asked
-    keyword_untimed: list[KeywordHit]  # less the words that named a time span
     semantic: list[tuple[int, float]]  # (fact id, cosine distance), nearest first
     in_window: frozenset[int]
     names: dict[int, str]
@@ -36,6 +35,7 @@ class Lists:
     weighted: dict[int, float]  # the same, each word weighed by its rarity in the pool
     path_of: dict[int, str]  # every fact's path (its session), for the neighbour boost
     half: KeywordHalf  # the service's keyword half (search.keyword_half), as hybrid ranks it
+    half_timed: KeywordHalf  # the same, the words naming the time span kept in it
 
 
 def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
@@ -48,31 +48,28 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         keyword = search_service.keyword_ranking(
             conn, scope, question.text, depth, relaxed_words=search_service.HYBRID_RELAXED_WORDS
         )
-        untimed = question.text.replace(span.words, " ", 1) if span else question.text
-        keyword_untimed = search_service.keyword_ranking(conn, scope, untimed, depth)
         semantic = search_service.semantic_ranking(conn, scope, rt.vector_index, vector, depth)
-        ids = [h.fact_id for h in keyword + keyword_untimed] + [f for f, _ in semantic]
-        in_window = search_service._created_in(conn, ids, span)
+        asked_as = search_service.Query(question.text, "hybrid", 10, window=span)
+        half = search_service.keyword_half(conn, ctx, asked_as)
+        # search.untimed leaves the span's words out only when the query names a span.
+        half_timed = search_service.keyword_half(conn, ctx, replace(asked_as, window=None))
+        ids = [h.fact_id for h in keyword + half.hits + half_timed.hits]
+        in_window = search_service._created_in(conn, ids + [f for f, _ in semantic], span)
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
-        half = search_service.keyword_half(
-            conn, ctx, search_service.Query(question.text, "hybrid", 10, window=span)
-        )
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
     paths = {handle.ids[f.id]: f.path for f in handle.conversation.facts}
     return Lists(
-        keyword, keyword_untimed, semantic, in_window, handle.names, coverage, weighted, paths, half
+        keyword, semantic, in_window, handle.names, coverage, weighted, paths, half, half_timed
     )
 
 
 Variant = Callable[[Lists], list[int]]
 
 
-def fused(
-    fusion: Fusion, *, floor: float = -1.0, untimed: bool = False, strict_only: bool = False
-) -> Variant:
+def fused(fusion: Fusion, *, floor: float = -1.0, strict_only: bool = False) -> Variant:
     def run(ls: Lists) -> list[int]:
-        keyword = ls.keyword_untimed if untimed else ls.keyword
+        keyword = ls.keyword
         if strict_only:
             keyword = [h for h in keyword if h.all_words]
         semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
@@ -134,13 +131,14 @@ def neighbours(beta: float, new: bool) -> Variant:
     return run
 
 
-def hybrid(fusion: Fusion, floor: float) -> Variant:
-    """The service's hybrid search with `fusion`: its keyword half, the semantic half
-    above the model's cosine floor, the time boost."""
+def hybrid(fusion: Fusion, floor: float, *, timed: bool = False) -> Variant:
+    """The service's hybrid search with `fusion`: its keyword half (with `timed`, the
+    time span's words kept in it), the semantic half above the model's cosine floor,
+    the time boost."""
 
     def run(ls: Lists) -> list[int]:
         semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
-        half = ls.half
+        half = ls.half_timed if timed else ls.half
         window = ls.in_window if fusion.time_boost else frozenset()
         order = search_service.fuse(half.hits, semantic, 10, fusion, half.shares, window)
         return [f for f, _ in order]
@@ -164,6 +162,9 @@ def variants(floor: float) -> dict[str, Variant]:
         "semantic alone": single("semantic"),
         "hybrid as served, shares only (search.SHARES_ONLY)": hybrid(SHARES_ONLY, floor),
         "hybrid as served (search.FUSION)": hybrid(FUSION, floor),
+        "hybrid as served, the time words kept in the keyword half": hybrid(
+            FUSION, floor, timed=True
+        ),
         "strict tier only, k=60 (main before)": fused(Fusion(time_boost=0), strict_only=True),
         "both tiers at full weight, k=60": fused(Fusion(time_boost=0)),
         "keyword tiers in bm25 order, rarity shares": service(),
