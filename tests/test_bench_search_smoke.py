@@ -70,3 +70,25 @@ def test_the_hybrid_cost_bench_prints_every_variant_against_the_fusion_before() 
     ]
     assert rows[-1].split("|")[5].strip() == "1.00"
     assert all(float(row.split("|")[3]) > 0 for row in rows)
+
+
+def test_the_fusion_explorer_prints_the_service_against_the_shares_alone() -> None:
+    """The README's fusion figures come from bench.fusion_explore: it runs, and prints
+    the service's fusion, the shares alone and the time words kept, per kind."""
+    out = run("bench.fusion_explore", "--model", "fake")
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2:-1]
+        for line in out.splitlines()
+        if line.startswith("| ") and not line.startswith("| variant")
+    }
+    for name in (
+        "hybrid as served, shares only (search.SHARES_ONLY)",
+        "hybrid as served (search.FUSION)",
+        "hybrid as served, the time words kept in the keyword half",
+    ):
+        cells = rows[name]
+        *kinds, empty = cells
+        for cell in kinds:
+            recall, mrr = (float(x) for x in cell.split("/"))
+            assert 0.0 <= recall <= 1.0 and 0.0 <= mrr <= 1.0, (name, cell)
+        assert 0.0 <= float(empty) <= 1.0
