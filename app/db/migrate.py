@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, insert, inspect, select, text, update
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 import migrations
 from app.db.dialects import backend
@@ -101,9 +101,12 @@ def stored_model(conn: Connection) -> str | None:
 
 def record_model(conn: Connection, name: str) -> None:
     """Record the model in meta, in the caller's write transaction: running servers
-    read it on their next request and load the same model (Runtime.follow_model)."""
-    if conn.execute(update(meta).where(meta.c.key == MODEL_KEY).values(value=name)).rowcount == 0:
-        conn.execute(insert(meta).values(key=MODEL_KEY, value=name))
+    read it on their next request and load the same model (Runtime.follow_model).
+
+    An upsert, not UPDATE-then-INSERT: servers started at once on one fresh
+    PostgreSQL each saw no row, and the second INSERT broke the primary key."""
+    stmt = backend(conn).insert(meta).values(key=MODEL_KEY, value=name)
+    conn.execute(stmt.on_conflict_do_update(index_elements=["key"], set_={"value": name}))
 
 
 def check_width(conn: Connection, config_width: int, model_width: int | None = None) -> None:

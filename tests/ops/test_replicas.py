@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,6 +189,56 @@ def test_two_replicas_migrating_one_new_database_at_once(postgres) -> None:
         with engines[0].connect() as conn:
             assert migrate.current_revision(conn) == migrate.head_revision()
             assert migrate.stored_width(conn) == 64
+    finally:
+        for engine in engines:
+            engine.dispose()
+        postgres.drop_database(url)
+
+
+def test_two_replicas_recording_the_model_of_one_new_database_at_once(postgres) -> None:
+    """The CI failure of stop 24: both servers saw no model in meta, and the second
+    INSERT broke meta's primary key. The second writer here waits on the first's
+    uncommitted row, as it did then, and must end with the row, not an error."""
+    from sqlalchemy import text
+
+    from app.db import migrate
+    from app.db.engine import make_engine, write_transaction
+
+    url = postgres.new_database()
+    engines = [make_engine(url) for _ in range(2)]
+    errors: list[BaseException] = []
+    try:
+        with write_transaction(engines[0]) as first:
+            migrate.record_model(first, "minilm-l6")
+            second_pid: list[int] = []
+
+            def second() -> None:
+                try:
+                    with write_transaction(engines[1]) as conn:
+                        second_pid.append(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar())
+                        migrate.record_model(conn, "minilm-l6")
+                except BaseException as exc:  # surfaced below
+                    errors.append(exc)
+
+            thread = threading.Thread(target=second)
+            thread.start()
+            # Commit only once the second writer waits on our row's key.
+            with engines[0].connect() as watcher:
+                waiting = text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE pid = :pid AND wait_event_type = 'Lock'"
+                )
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    if second_pid and watcher.execute(waiting, {"pid": second_pid[0]}).scalar():
+                        break
+                    watcher.rollback()
+                else:
+                    raise AssertionError("the second writer never waited on the first")
+        thread.join(timeout=30)
+        assert errors == []
+        with engines[1].connect() as conn:
+            assert migrate.stored_model(conn) == "minilm-l6"
     finally:
         for engine in engines:
             engine.dispose()
