@@ -404,7 +404,7 @@ def recall(conn: Connection, ctx: Context, ids: Iterable[int]) -> None:
             "recall",
             lambda: (
                 update(facts)
-                .where(bk.ids_in(facts.c.id, "ids"), facts.c.deleted_at.is_(None))
+                .where(bk.ids_locked_in(facts.c.id, "ids"), facts.c.deleted_at.is_(None))
                 .values(**recall_values(_NOW))
             ),
         )
@@ -422,7 +422,7 @@ def recall_visible(conn: Connection, ctx: Context, ids: Sequence[int]) -> list[F
         "recall visible",
         lambda: (
             update(facts)
-            .where(backend(conn).ids_in(facts.c.id, "ids"), visible_current(ctx))
+            .where(backend(conn).ids_locked_in(facts.c.id, "ids"), visible_current(ctx))
             .values(**recall_values(_NOW))
             .returning(*_COLUMNS)
         ),

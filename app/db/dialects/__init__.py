@@ -98,6 +98,12 @@ class Backend(Protocol):
         given at execution: statements are built once (app.db.statements)."""
         ...
 
+    def ids_locked_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        """`ids_in` for an UPDATE of rows that concurrent transactions update too (a
+        search's recalls): where writers run at once, the rows are locked in id order
+        first, so two such UPDATEs never deadlock."""
+        ...
+
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         """Rows were inserted with their ids given: later inserts must not reuse them."""
         ...

@@ -209,6 +209,15 @@ class PostgresBackend:
     def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
 
+    def ids_locked_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+        # An UPDATE locks rows in the order its plan reads them (the heap's, which each
+        # update changes): 16 searches recalling overlapping facts at once deadlocked
+        # (DeadlockDetected, a 500) about one in eight. Locking in id order first does not.
+        locked = column.table.alias(f"{column.table.name}_locked")
+        own = locked.c[column.key]
+        in_order = select(own).where(own == any_(bindparam(name, type_=ARRAY(BigInteger))))
+        return column.in_(in_order.order_by(own).with_for_update())
+
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         key = next(iter(table.primary_key.columns)).name
         conn.execute(
