@@ -35,6 +35,9 @@ SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN = 5, 6, 1
 # PostgreSQL SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html).
 PG_TIMEOUTS = {"57014", "55P03"}  # query_canceled (statement_timeout), lock_not_available
 PG_DISK_FULL = "53100"
+# deadlock_detected, serialization_failure: the database rolled this transaction back
+# for another's sake; the same request again succeeds.
+PG_CONFLICTS = {"40P01", "40001"}
 PG_GONE = {
     "57P01",  # admin_shutdown: the server is stopping, or pg_terminate_backend
     "57P02",  # crash_shutdown
@@ -96,6 +99,11 @@ def _postgres_fault(sqlstate: str | None, exc: DBAPIError) -> EmbornalError | No
         )
     if sqlstate == PG_DISK_FULL:
         return InsufficientStorage(FULL)
+    if sqlstate in PG_CONFLICTS:
+        return Unavailable(
+            BUSY.format(what="a concurrent request held what this one needed"),
+            retry_after=RETRY_BUSY,
+        )
     if sqlstate in PG_GONE or (sqlstate is not None and sqlstate.startswith("08")):
         return Unavailable(GONE, retry_after=RETRY_GONE)  # class 08: connection_exception
     # No SQLSTATE: psycopg's own connection errors (refused, closed, lost mid-query).

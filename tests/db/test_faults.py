@@ -41,6 +41,8 @@ def sqlite_error(code: int, message: str) -> DBAPIError:
             "did not answer in time",
         ),
         (OperationalError("s", {}, pg.LockNotAvailable("x")), Unavailable, 503, "did not answer"),
+        (OperationalError("s", {}, pg.DeadlockDetected("x")), Unavailable, 503, "concurrent"),
+        (OperationalError("s", {}, pg.SerializationFailure("x")), Unavailable, 503, "concurrent"),
         (OperationalError("s", {}, pg.AdminShutdown("x")), Unavailable, 503, "cannot be reached"),
         (OperationalError("s", {}, pg.CrashShutdown("x")), Unavailable, 503, "cannot be reached"),
         (
