@@ -378,10 +378,12 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases)
         # The servers' homes go with the temporary directory: a failed request's
         # traceback is printed while it is still there.
         for server in servers:
-            if "Traceback" in server.logs():
-                print(
-                    f"{server.home.name} logged an error:\n{server.log_tail(60)}", file=sys.stderr
-                )
+            lines = server.logs().splitlines()
+            starts = [n for n, line in enumerate(lines) if line.startswith("Traceback")]
+            if starts:
+                # The first traceback itself (a tail would show the requests after it).
+                first = "\n".join(lines[max(0, starts[0] - 3) : starts[0] + 60])
+                print(f"{server.home.name} logged an error:\n{first}", file=sys.stderr)
 
 
 if __name__ == "__main__":
