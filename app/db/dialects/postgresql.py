@@ -215,8 +215,8 @@ class PostgresBackend:
         # (DeadlockDetected, a 500) about one in eight. Locking in id order first does not.
         locked = column.table.alias(f"{column.table.name}_locked")
         own = locked.c[column.key]
-        in_order = select(own).where(own == any_(bindparam(name, type_=ARRAY(BigInteger))))
-        return column.in_(in_order.order_by(own).with_for_update())
+        in_order = select(own).where(self.ids_in(own, name)).order_by(own)
+        return column.in_(in_order.with_for_update())
 
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         key = next(iter(table.primary_key.columns)).name
