@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 from sqlalchemy import func, insert, select, text
@@ -16,6 +18,24 @@ from app.services import paths as path_service
 from app.services.context import Context
 from app.services.facts import Link, NewFact
 from app.usecases.memory import Memory
+
+
+def at_once(targets: list[Callable[[], None]]) -> list[BaseException]:
+    """Run each target on a thread of its own, all at once; what any of them raised."""
+    errors: list[BaseException] = []
+
+    def run(target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:  # surfaced to the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(target,)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
 
 
 def count(conn, table) -> int:
@@ -212,21 +232,12 @@ def test_two_concurrent_recalls_both_count(actor, rt) -> None:
     with me.tx() as (conn, ctx):
         fact_id = fact_service.store_fact(conn, ctx, NewFact("/c", "contended")).id
     barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
 
     def recall() -> None:
-        try:
-            barrier.wait()
-            Memory(rt).recall("default", fact_id)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
+        barrier.wait()
+        Memory(rt).recall("default", fact_id)
 
-    threads = [threading.Thread(target=recall) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert at_once([recall, recall]) == []
     with me.tx() as (conn, ctx):
         assert fact_service.get_fact(conn, ctx, fact_id, peek=True).recall_count == 2
 
@@ -242,22 +253,13 @@ def test_searches_recalling_overlapping_facts_at_once_never_deadlock(actor, rt) 
         stored = [fact_service.store_fact(conn, ctx, NewFact("/c", f"n{n}")) for n in range(40)]
     ids = [fact.id for fact in stored]
     picks = [random.Random(seed).sample(ids, 3 + seed % 8) for seed in range(16 * 25)]
-    errors: list[BaseException] = []
 
     def search_results(mine: list[list[int]]) -> None:
         for pick in mine:
-            try:
-                with me.tx() as (conn, ctx):
-                    assert len(fact_service.recall_visible(conn, ctx, pick)) == len(pick)
-            except BaseException as exc:  # surfaced below
-                errors.append(exc)
+            with me.tx() as (conn, ctx):
+                assert len(fact_service.recall_visible(conn, ctx, pick)) == len(pick)
 
-    threads = [threading.Thread(target=search_results, args=(picks[n::16],)) for n in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert at_once([partial(search_results, picks[n::16]) for n in range(16)]) == []
     with me.tx() as (conn, ctx):
         counted = sum(fact_service.get_fact(conn, ctx, i, peek=True).recall_count for i in ids)
     assert counted == sum(len(pick) for pick in picks)
