@@ -378,11 +378,8 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases)
         # The servers' homes go with the temporary directory: a failed request's
         # traceback is printed while it is still there.
         for server in servers:
-            lines = server.logs().splitlines()
-            starts = [n for n, line in enumerate(lines) if line.startswith("Traceback")]
-            if starts:
-                # The first traceback itself (a tail would show the requests after it).
-                first = "\n".join(lines[max(0, starts[0] - 3) : starts[0] + 60])
+            first = server.first_traceback()
+            if first is not None:
                 print(f"{server.home.name} logged an error:\n{first}", file=sys.stderr)
 
 

@@ -194,6 +194,23 @@ class LiveServer:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.logs().splitlines()[-lines:])
 
+    def first_traceback(self, lines: int = 60) -> str | None:
+        """The first traceback the server logged, from the lines just before it (its
+        request), or None. A log's tail shows the requests that came after it."""
+        logged = self.logs().splitlines()
+        starts = [n for n, line in enumerate(logged) if line.startswith("Traceback")]
+        if not starts:
+            return None
+        return "\n".join(logged[max(0, starts[0] - 3) : starts[0] + lines])
+
+
+def wait_for(condition: Any, what: str, timeout: float = 30.0) -> None:
+    """Look at `condition` every POLL seconds until it holds; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(POLL)
+
 
 # --- figures -----------------------------------------------------------------
 

@@ -30,7 +30,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 
-from tests.ops.live import POLL, WORDS, LiveServer
+from tests.ops.live import WORDS, LiveServer, wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -167,13 +167,6 @@ class Traffic:
         return min(times) - after if times else None
 
 
-def wait_for(condition: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(POLL)
-
-
 @pytest.fixture
 def own_postgres() -> Iterator[OwnPostgres]:
     pg = OwnPostgres()
@@ -261,7 +254,7 @@ def test_the_database_stops_and_starts_under_load(
         if s.phase.startswith("down") and "+" not in s.phase:
             assert s.status == 503, s  # nothing is served from a database that is gone
     logs = server.logs()
-    assert "Traceback" not in logs, server.log_tail()
+    assert "Traceback" not in logs, server.first_traceback()
 
     # Every acknowledged fact is there exactly once, read from the database itself.
     engine = create_engine(own_postgres.url)

@@ -46,7 +46,7 @@ WRITERS, READERS, FACTS_PER_WRITER = 8, 8, 40
 def assert_clean_log(server: LiveServer) -> None:
     logs = server.logs()
     assert "database is locked" not in logs, server.log_tail()
-    assert "Traceback" not in logs, server.log_tail()
+    assert "Traceback" not in logs, server.first_traceback()
 
 
 def test_concurrent_writers_and_readers(live_server: LiveServer) -> None:

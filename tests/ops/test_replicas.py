@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.ops.live import WORDS, LiveServer, list_all, run_cli
+from tests.ops.live import WORDS, LiveServer, list_all, run_cli, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -115,7 +114,7 @@ def test_writers_and_readers_on_both_replicas(replicas: tuple[LiveServer, LiveSe
     for server in servers:
         with server.client() as client:
             assert list_all(client, under="/rep") == acknowledged
-        assert "Traceback" not in server.logs(), server.log_tail()
+        assert "Traceback" not in server.logs(), server.first_traceback()
 
 
 def test_concurrent_supersedes_through_both_replicas_give_one_201(
@@ -228,13 +227,15 @@ def test_two_replicas_recording_the_model_of_one_new_database_at_once(postgres) 
                     "SELECT count(*) FROM pg_stat_activity "
                     "WHERE pid = :pid AND wait_event_type = 'Lock'"
                 )
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    if second_pid and watcher.execute(waiting, {"pid": second_pid[0]}).scalar():
-                        break
-                    watcher.rollback()
-                else:
-                    raise AssertionError("the second writer never waited on the first")
+
+                def second_waits() -> bool:
+                    if not second_pid:
+                        return False
+                    seen = watcher.execute(waiting, {"pid": second_pid[0]}).scalar()
+                    watcher.rollback()  # the next look takes a new snapshot
+                    return bool(seen)
+
+                wait_for(second_waits, "the second writer to wait on the first")
         thread.join(timeout=30)
         assert errors == []
         with engines[1].connect() as conn:
