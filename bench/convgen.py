@@ -38,6 +38,7 @@ from bench.convgen_topics import (
     SYMPATHY,
     TOPICS,
     Topic,
+    worded,
 )
 
 # The splits. Tune on dev only; held is reported, never looked at while tuning.
@@ -349,11 +350,14 @@ def time_expressions(d: datetime, asked: datetime) -> list[tuple[str, datetime, 
 
 
 class Gen:
-    def __init__(self, seed: int, *, small: bool = False, long: bool = False) -> None:
+    def __init__(
+        self, seed: int, *, small: bool = False, long: bool = False, worded: bool = False
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(f"embornal-convgen-{seed}")
         self.small = small
         self.long = long
+        self.worded = worded
         self.id = f"conv-{seed:04d}"
 
     @property
@@ -393,7 +397,7 @@ class Gen:
     # Arcs: which speaker tells what, in which sessions.
     def plan_arcs(self, n: int) -> list[Arc]:
         rng = self.rng
-        topics = TOPICS[:]
+        topics = [worded(t) for t in TOPICS] if self.worded else TOPICS[:]
         rng.shuffle(topics)
         if self.small:
             shared, only = topics[:1], [topics[1:3], topics[3:5]]
@@ -570,7 +574,8 @@ class Gen:
         half the time those that name the thing (NAMED), else the paraphrases. A
         proper-noun topic (a city, a title) is always named, as a person would."""
         named = NAMED.get(topic.key, {}).get(stage, ())
-        if named and self.rng.random() < 0.5:
+        # Asked in the turns' words, a question names the thing where it can.
+        if named and (self.rng.random() < 0.5 or self.worded):
             return named
         return templates
 
@@ -594,7 +599,8 @@ class Gen:
             for text in texts:
                 named = bool(value) and value in text
                 scored.append((self.overlap(text, evidence, value if named else ""), named, text))
-            best = min(s for s, _, _ in scored)
+            # Asked in the turns' words: the phrasing that shares the most.
+            best = (max if self.worded else min)(s for s, _, _ in scored)
             shared, named, text = rng.choice([c for c in scored if c[0] == best])
             out[kind].append(Candidate(text, evidence, shared, named))
 
@@ -759,16 +765,19 @@ class Gen:
         ]
 
 
-def conversation(seed: int, *, small: bool = False, long: bool = False) -> Conversation:
-    return Gen(seed, small=small, long=long).build()
+def conversation(
+    seed: int, *, small: bool = False, long: bool = False, worded: bool = False
+) -> Conversation:
+    return Gen(seed, small=small, long=long, worded=worded).build()
 
 
-def split(name: str, *, long: bool = False) -> list[Conversation]:
+def split(name: str, *, long: bool = False, worded: bool = False) -> list[Conversation]:
     """The conversations of a split; with `long`, the same seeds as long conversations
-    (other conversations, the same speakers and topics drawn)."""
+    (other conversations, the same speakers and topics drawn); with `worded`, the same
+    conversations asked in the words that were said (see WORDED in CONVGEN.md)."""
     if name == "smoke":
-        return [conversation(SMOKE_SEED, small=True)]
-    return [conversation(seed, long=long) for seed in SPLITS[name]]
+        return [conversation(SMOKE_SEED, small=True, worded=worded)]
+    return [conversation(seed, long=long, worded=worded) for seed in SPLITS[name]]
 
 
 def stats(convs: list[Conversation]) -> dict[str, object]:
@@ -794,10 +803,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dump", action="store_true", help="write bench/out/convgen-*.json")
     parser.add_argument("--split", choices=(*SPLITS, "smoke"), action="append")
     parser.add_argument("--long", action="store_true", help="the long conversations")
+    parser.add_argument("--worded", action="store_true", help="questions in the turns' words")
     args = parser.parse_args(argv)
     for name in args.split or list(SPLITS):
-        convs = split(name, long=args.long)
-        label = f"{name}-long" if args.long else name
+        convs = split(name, long=args.long, worded=args.worded)
+        label = name + ("-long" if args.long else "") + ("-worded" if args.worded else "")
         print(label, json.dumps(stats(convs)))
         if args.dump:
             OUT.mkdir(exist_ok=True)

@@ -1667,3 +1667,121 @@ SMALLTALK = (
     ("What did you have for dinner?", "Leftovers, living the dream."),
     ("Work has been chaos.", "When is it not?"),
 )
+
+
+# Questions asked in the words that were said (`--worded`): what a person asks who
+# remembers the conversation's own words ("What did Maria finish reading?" after "Done
+# with Circe!"), as questions written by someone reading the turns often are. Each
+# reuses a word most of the topic's event (or follow-up) phrasings carry, never the
+# answer. Written from the utterances above, with no search run to choose them. A
+# worded question's `when`, `detail` and anchor name the thing where NAMED can.
+WORDED: dict[str, dict[str, tuple[str, ...]]] = {
+    "instrument": {
+        "what": (
+            "What did {S} start taking lessons in{time}?",
+            "What is {S} learning to play{time}?",
+        ),
+        "both": ("What lessons did {A} and {B} each start?",),
+    },
+    "race": {
+        "what": ("What race did {S} finish{time}?", "Which race did {S} complete{time}?"),
+        "list": ("Which races has {S} finished?", "What races has {S} completed?"),
+        "both": ("What races did {A} and {B} each finish?",),
+    },
+    "pet": {
+        "what": ("What did {S} adopt{time}?", "What new member of the family did {S} get{time}?"),
+        "both": ("What did {A} and {B} each adopt?",),
+    },
+    "trip": {
+        "what": ("Where did {S} spend a week{time}?", "Where did {S} get back from{time}?"),
+        "list": ("Where has {S} been on a trip?", "Which places has {S} got back from?"),
+        "both": ("Where did {A} and {B} each go on a trip?",),
+        "detail": ("What was the highlight of {Ss} trip to {v}?",),
+    },
+    "job": {
+        "what": ("What job did {S} get{time}?", "What did {S} start working as{time}?"),
+        "both": ("What jobs did {A} and {B} each get?",),
+    },
+    "health": {
+        "what": ("What was {S} diagnosed with{time}?", "What did the doctor say {S} had{time}?"),
+        "both": ("What were {A} and {B} each diagnosed with?",),
+    },
+    "cooking": {
+        "what": ("What did {S} make from scratch{time}?", "What did {S} make{time}?"),
+        "list": ("What has {S} made from scratch?", "What dishes has {S} made?"),
+        "both": ("What did {A} and {B} each make?",),
+    },
+    "book": {
+        "what": ("What did {S} finish reading{time}?", "What book did {S} read{time}?"),
+        "list": ("Which books has {S} read?", "What has {S} finished reading?"),
+        "both": ("What did {A} and {B} each read?",),
+        "detail": ("What did {S} think of the book {v}?",),
+    },
+    "film": {
+        "what": ("What did {S} watch{time}?", "What movie did {S} see{time}?"),
+        "list": ("Which movies has {S} watched?", "What has {S} watched?"),
+        "both": ("What did {A} and {B} each watch?",),
+        "detail": ("What happened at {Ss} movie night with {v}?",),
+    },
+    "purchase": {
+        "what": ("What did {S} order{time}?", "What did {S} treat {Pp}self to{time}?"),
+        "list": ("What has {S} bought?", "What has {S} ordered?"),
+        "both": ("What did {A} and {B} each buy?",),
+    },
+    "move": {
+        "what": ("Where did {S} move into{time}?", "What new place did {S} move into{time}?"),
+        "both": ("Where did {A} and {B} each move?",),
+    },
+    "workshop": {
+        "what": ("What workshop did {S} go to{time}?", "Which workshop did {S} do{time}?"),
+        "list": ("Which workshops has {S} been to?",),
+        "both": ("What workshops did {A} and {B} each go to?",),
+    },
+    "concert": {
+        "what": ("Who did {S} see live{time}?", "Which gig did {S} go to{time}?"),
+        "list": ("Who has {S} seen live?",),
+        "both": ("Who did {A} and {B} each see live?",),
+        "detail": ("What was the best bit of the {v} show for {S}?",),
+    },
+    "volunteer": {
+        "what": ("Where did {S} start volunteering{time}?", "Where does {S} volunteer{time}?"),
+        "both": ("Where do {A} and {B} each volunteer?",),
+    },
+    "family": {
+        "what": ("What was {Ss} family news{time}?", "What happened to {Ss} family{time}?"),
+        "both": ("What family news did {A} and {B} each have?",),
+        "detail": ("How did {Ss} family celebrate?",),
+    },
+    "hobby": {
+        "what": ("What did {S} get really into{time}?", "What is {Ss} new obsession{time}?"),
+        "both": ("What did {A} and {B} each get into?",),
+    },
+    "language": {
+        "what": (
+            "What language did {S} start learning{time}?",
+            "Which lessons did {S} start{time}?",
+        ),
+        "both": ("What languages did {A} and {B} each start learning?",),
+    },
+    "project": {
+        "what": ("What did {S} ship at work{time}?", "What did {S} finally wrap up{time}?"),
+        "both": ("What did {A} and {B} each ship at work?",),
+    },
+    "teamsport": {
+        "what": ("What did {S} join{time}?", "What did {S} sign up to{time}?"),
+        "both": ("What teams did {A} and {B} each join?",),
+    },
+}
+assert set(WORDED) == {t.key for t in TOPICS}
+
+
+def worded(topic: Topic) -> Topic:
+    """The topic with its questions asked in the turns' words (WORDED)."""
+    words = WORDED[topic.key]
+    return replace(
+        topic,
+        q_what=words["what"],
+        q_list=words.get("list", ()) if topic.q_list else (),
+        q_both=words["both"],
+        q_detail=words.get("detail", topic.q_detail),
+    )

@@ -110,6 +110,29 @@ def test_questions_mostly_avoid_the_words_of_their_evidence(
     assert sum(q.overlap == 0 for q in answered) / len(answered) >= 0.85
 
 
+def test_a_worded_conversation_is_the_same_one_asked_in_the_words_said() -> None:
+    usual, worded = convgen.conversation(1), convgen.conversation(1, worded=True)
+    assert [asdict(f) for f in worded.facts] == [asdict(f) for f in usual.facts]
+    answered = [q for q in worded.questions if q.relevant]
+    ids = {f.id for f in worded.facts}
+    assert all(set(q.relevant) <= ids for q in answered)
+    # Paraphrased, ~95% of questions share no word with their evidence; worded, far fewer.
+    assert sum(q.overlap > 0 for q in answered) / len(answered) >= 0.25
+    assert sum(q.overlap > 0 for q in usual.questions if q.relevant) / len(answered) <= 0.1
+
+
+def test_a_worded_question_says_its_answer_only_when_it_names_its_thing() -> None:
+    for seed in convgen.SPLITS["dev"]:
+        gen = convgen.Gen(seed, worded=True)
+        conv = gen.build()
+        told = {arc.turns["event"]: arc.value.lower() for arc in gen.arcs}
+        asked = [q for q in conv.questions if q.relevant and not q.names_thing]
+        assert asked
+        for q in asked:
+            for fid in q.relevant:
+                assert told.get(fid, "\x00") not in q.text.lower(), q.text
+
+
 def test_content_words_leave_out_names_and_stop_words() -> None:
     words = convgen.content_words("What instrument did Maria take up in Lisbon?", {"Maria"})
     assert words == {"instrument", "take"}
