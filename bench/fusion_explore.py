@@ -1,6 +1,6 @@
 """Ways to fuse hybrid search's halves, compared on the quality bench's DEV split.
 
-    python -m bench.fusion_explore [--depth 40] [--model minilm-l6|fake] [--long]
+    python -m bench.fusion_explore [--depth 40] [--model minilm-l6|fake] [--long] [--worded]
 
 Each dev question is ranked once per half, as the service ranks them (the keyword
 tiers, the semantic ranking with its cosines, the facts created in the time span the
@@ -36,6 +36,7 @@ class Lists:
     path_of: dict[int, str]  # every fact's path (its session), for the neighbour boost
     half: KeywordHalf  # the service's keyword half (search.keyword_half), as hybrid ranks it
     half_timed: KeywordHalf  # the same, the words naming the time span kept in it
+    texts: dict[int, str]  # every candidate's content (search.each_text_once)
 
 
 def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
@@ -56,11 +57,21 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         ids = [h.fact_id for h in keyword + half.hits + half_timed.hits]
         in_window = search_service._created_in(conn, ids + [f for f, _ in semantic], span)
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
+        texts = search_service._contents(conn, sorted({*ids, *(f for f, _ in semantic)}))
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
     paths = {handle.ids[f.id]: f.path for f in handle.conversation.facts}
     return Lists(
-        keyword, semantic, in_window, handle.names, coverage, weighted, paths, half, half_timed
+        keyword,
+        semantic,
+        in_window,
+        handle.names,
+        coverage,
+        weighted,
+        paths,
+        half,
+        half_timed,
+        texts,
     )
 
 
@@ -131,17 +142,21 @@ def neighbours(beta: float, new: bool) -> Variant:
     return run
 
 
-def hybrid(fusion: Fusion, floor: float, *, timed: bool = False) -> Variant:
+def hybrid(
+    fusion: Fusion, floor: float, *, timed: bool = False, each_text_once: bool = True
+) -> Variant:
     """The service's hybrid search with `fusion`: its keyword half (with `timed`, the
     time span's words kept in it), the semantic half above the model's cosine floor,
-    the time boost."""
+    the time boost, each text once on the page (unless not `each_text_once`)."""
 
     def run(ls: Lists) -> list[int]:
         semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
         half = ls.half_timed if timed else ls.half
         window = ls.in_window if fusion.time_boost else frozenset()
-        order = search_service.fuse(half.hits, semantic, 10, fusion, half.shares, window)
-        return [f for f, _ in order]
+        order = search_service.fuse(half.hits, semantic, None, fusion, half.shares, window)
+        if each_text_once:
+            return [f for f, _ in search_service.each_text_once(order, ls.texts, 10)]
+        return [f for f, _ in order[:10]]
 
     return run
 
@@ -162,6 +177,9 @@ def variants(floor: float) -> dict[str, Variant]:
         "semantic alone": single("semantic"),
         "hybrid as served, shares only (search.SHARES_ONLY)": hybrid(SHARES_ONLY, floor),
         "hybrid as served (search.FUSION)": hybrid(FUSION, floor),
+        "hybrid as served, a text shown again before the others": hybrid(
+            FUSION, floor, each_text_once=False
+        ),
         "hybrid as served, the time words kept in the keyword half": hybrid(
             FUSION, floor, timed=True
         ),
@@ -211,10 +229,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model", default="minilm-l6")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--long", action="store_true", help="the long conversations")
+    parser.add_argument("--worded", action="store_true", help="questions in the turns' words")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(machine.threads()))
     split = "smoke" if args.smoke else "dev"
-    with qb.build_split(split, model=args.model, long=args.long) as handles:
+    with qb.build_split(split, model=args.model, long=args.long, worded=args.worded) as handles:
         per_question = {
             q.id: lists_for(h, q, args.depth) for h in handles for q in h.conversation.questions
         }

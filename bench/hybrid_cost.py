@@ -4,7 +4,7 @@
     python -m bench.hybrid_cost --smoke                 # seconds: what `make test` runs
 
 Issue 17 made hybrid fuse both keyword tiers with each match's share of the question
-(recall@5 0.313 keyword, 0.424 semantic, 0.450 hybrid on the held-out split); before
+(recall@5 0.313 keyword, 0.424 semantic, 0.442 hybrid on the held-out split); before
 it, hybrid fused the semantic ranking with the strict keyword tier alone. This bench
 times, per query and in turn (so the machine's load falls on every variant alike):
 semantic; hybrid as it runs (the keyword half on a worker thread while the query is

@@ -507,16 +507,64 @@ def test_a_semantic_half_that_tells_its_best_apart_keeps_its_full_weight() -> No
 
 
 def test_halves_that_agree_are_fused_by_their_shares_alone() -> None:
-    """The semantic half's best is one of the keyword half's first three: both point at
-    the same place, and the shares alone weigh them, however sure the keyword half is.
-    Its fourth is not agreement: the halves weigh by how sure each is."""
+    """The semantic half's best is one of the keyword half's first three, holding the most
+    of the question: both point at the same place, and the shares alone weigh them,
+    however sure the keyword half is. Its fourth is not agreement, nor is a match among
+    the first three that holds little of the question (a short reply such as "Don't get
+    me started." shares one word with it and sits near any question about its speaker):
+    the halves weigh by how sure each is."""
     hits = [search_service.KeywordHit(fid, False) for fid in (1, 2, 3, 4)]
-    shares = {1: 0.6, 2: 0.6, 3: 0.6, 4: 0.6}
-    for best, agreed in ((3, True), (4, False)):
+    shares = {1: 0.6, 2: 0.6, 3: 0.1, 4: 0.6}
+    for best, agreed in ((2, True), (3, False), (4, False)):
         semantic = [(best, 0.49), *_flat_strangers(100)]
         weights = search_service.half_weights(hits, semantic, search_service.FUSION, shares)
         if agreed:
             assert weights == search_service.HalfWeights(shares, 1.0)
         else:
-            assert weights.keyword == dict.fromkeys(shares, 1.0)
+            assert weights.keyword == {1: 1.0, 2: 1.0, 3: pytest.approx(0.1 / 0.6), 4: 1.0}
             assert weights.semantic == search_service.FUSION.least
+
+
+def test_each_text_is_shown_once_before_any_is_shown_again() -> None:
+    order = [(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6), (5, 0.5)]
+    texts = {1: "Anything new?", 2: "Anything new?", 3: "garden", 4: "Anything new?", 5: "roof"}
+    once = search_service.each_text_once(order, texts, 4)
+    assert [fid for fid, _ in once] == [1, 3, 5, 2]
+    # Room for all: none is left out, the copies come last in their order.
+    assert [fid for fid, _ in search_service.each_text_once(order, texts, 10)] == [1, 3, 5, 2, 4]
+
+
+def test_a_hybrid_page_shows_a_repeated_reply_once_before_the_other_matches(
+    actor, rt, model
+) -> None:
+    me = actor()
+    copies = store(me, [NewFact("/chat", "Fatima: anything new?") for _ in range(4)], model)
+    garden = store(
+        me,
+        [
+            NewFact("/chat", "Fatima: I planted tomatoes in the new garden"),
+            NewFact("/chat", "Fatima: the garden shed got a new roof"),
+        ],
+        model,
+    )
+    question = "anything new with Fatima?"
+    found = find(me, question, rt=rt, mode="hybrid", under="/chat", limit=3, peek=True)
+    contents = [r.fact.content for r in found.results]
+    assert len(set(contents)) == 3
+    assert {r.fact.id for r in found.results} >= {f.id for f in garden}
+    every = find(me, question, rt=rt, mode="hybrid", under="/chat", peek=True)
+    assert {r.fact.id for r in every.results} == {f.id for f in copies + garden}
+    assert [r.fact.content for r in every.results][3:] == ["Fatima: anything new?"] * 3
+
+
+def test_a_page_reads_texts_deeper_until_it_holds_enough_distinct_ones(actor) -> None:
+    """The first read covers twice the page; when copies fill it, the next goes deeper,
+    so the one other text, seventh, still makes the page of two."""
+    me = actor()
+    copies = store(me, [NewFact("/chat", "Fatima: anything new?") for _ in range(6)])
+    other = store(me, [NewFact("/chat", "Fatima: the garden shed got a new roof")])
+    fused = [(f.id, 1.0 - i / 10) for i, f in enumerate(copies + other)]
+    with me.tx() as (conn, _ctx):
+        page = search_service._page_of_texts(conn, fused, 2)
+        assert [fid for fid, _ in page] == [copies[0].id, other[0].id]
+        assert search_service._page_of_texts(conn, [], 2) == []
