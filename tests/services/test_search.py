@@ -238,6 +238,9 @@ def test_scores_do_not_move_when_hidden_facts_are_added(actor, rt, model, mode) 
     assert len(before) == 5
     hidden = [NewFact("/bob", f"harbor harbor lantern dock {i}") for i in range(300)]
     hidden += [NewFact("/bob", f"lantern {i}") for i in range(300)]
+    # Word-for-word copies of alice's facts: a page shows each text once, among the
+    # facts its reader may see only.
+    hidden += [NewFact("/bob", f"lantern harbor {w}") for w in ("one", "two") for _ in range(5)]
     store(owner, hidden, model)
     after = page(find(alice, "lantern harbor", rt=rt, mode=mode, limit=10, peek=True))
     assert after == before
