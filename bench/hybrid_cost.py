@@ -9,8 +9,9 @@ it, hybrid fused the semantic ranking with the strict keyword tier alone. This b
 times, per query and in turn (so the machine's load falls on every variant alike):
 semantic; hybrid as it runs (the keyword half on a worker thread while the query is
 embedded and the semantic half ranks); hybrid with both halves in one thread; hybrid
-ranking every relaxed match (no window); and hybrid with the strict tier alone, the
-fusion of 7ca32f6. Each search embeds its query afresh (no query cache), `peek`, as
+ranking every relaxed match (no window); hybrid without the page rule (each text once,
+which reads the candidates' texts); and hybrid with the strict tier alone and no page
+rule, the fusion of 7ca32f6. Each search embeds its query afresh (no query cache), `peek`, as
 `Memory.search` runs it for the routes. The memories are search_bench's (its
 generator and policies; reused from --home). Prints p50 / p95 and each variant's p50
 over the strict-tier-only one.
@@ -57,19 +58,38 @@ def _strict_half(conn: Any, ctx: Any, query: search_service.Query) -> search_ser
     return search_service.KeywordHalf(hits, {hit.fact_id: 1.0 for hit in hits})
 
 
+def _plain_page(conn: Any, fused: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """The page as the fusion orders it, a text shown again wherever it ranks."""
+    return fused[:limit]
+
+
 @contextmanager
-def variant(memory: Memory, *, serial: bool, window: bool, strict: bool) -> Iterator[None]:
-    saved = (memory._workers, search_service.HYBRID_RELAXED_WINDOW, search_service.keyword_half)
+def variant(
+    memory: Memory, *, serial: bool, window: bool, strict: bool, each_text_once: bool
+) -> Iterator[None]:
+    saved = (
+        memory._workers,
+        search_service.HYBRID_RELAXED_WINDOW,
+        search_service.keyword_half,
+        search_service._page_of_texts,
+    )
     if serial:
         memory._workers = lambda: _Serial()  # type: ignore[assignment,return-value]
     if not window:
         search_service.HYBRID_RELAXED_WINDOW = None
     if strict:
         search_service.keyword_half = _strict_half
+    if not each_text_once:
+        search_service._page_of_texts = _plain_page
     try:
         yield
     finally:
-        memory._workers, search_service.HYBRID_RELAXED_WINDOW, search_service.keyword_half = saved
+        (
+            memory._workers,
+            search_service.HYBRID_RELAXED_WINDOW,
+            search_service.keyword_half,
+            search_service._page_of_texts,
+        ) = saved
 
 
 VARIANTS: dict[str, tuple[str, dict[str, bool]]] = {
@@ -77,7 +97,8 @@ VARIANTS: dict[str, tuple[str, dict[str, bool]]] = {
     "hybrid (as it runs)": ("hybrid", {}),
     "hybrid, one thread": ("hybrid", {"serial": True}),
     "hybrid, one thread, every relaxed match": ("hybrid", {"serial": True, "window": False}),
-    BEFORE: ("hybrid", {"serial": True, "strict": True}),
+    "hybrid, a text shown again (no page rule)": ("hybrid", {"each_text_once": False}),
+    BEFORE: ("hybrid", {"serial": True, "strict": True, "each_text_once": False}),
 }
 
 
@@ -91,7 +112,13 @@ def measure(home: Path, embedder: Any, queries: list[str], rounds: int) -> dict[
         for _ in range(rounds):
             for q in queries:
                 for name, (mode, flags) in VARIANTS.items():
-                    options = {"serial": False, "window": True, "strict": False, **flags}
+                    options = {
+                        "serial": False,
+                        "window": True,
+                        "strict": False,
+                        "each_text_once": True,
+                        **flags,
+                    }
                     rt.query_cache = QueryCache()
                     with variant(memory, **options):
                         t0 = time.perf_counter()

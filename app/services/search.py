@@ -738,12 +738,17 @@ def _page_of_texts(
     page needs: twice its length first (one read, almost always the last), then twice
     as deep until `limit` distinct texts are found or the candidates run out."""
     texts: dict[int, str] = {}
+    # A candidate whose row is gone since its half ranked (an import that replaces the
+    # memory) is left out here, as deliver() would leave it out.
+    kept: list[tuple[int, float]] = []
     read = 0
     while True:
         deeper = min(len(fused), max(2 * limit, 2 * read))
-        texts.update(_contents(conn, [fid for fid, _ in fused[read:deeper]]))
+        chunk = fused[read:deeper]
+        texts.update(_contents(conn, [fid for fid, _ in chunk]))
+        kept += [pair for pair in chunk if pair[0] in texts]
         read = deeper
-        page = each_text_once(fused[:read], texts, limit)
+        page = each_text_once(kept, texts, limit)
         if read == len(fused) or len({texts[fid] for fid, _ in page}) >= limit:
             return page
 

@@ -571,3 +571,7 @@ def test_a_page_reads_texts_deeper_until_it_holds_enough_distinct_ones(actor) ->
         page = search_service._page_of_texts(conn, fused, 2)
         assert [fid for fid, _ in page] == [copies[0].id, other[0].id]
         assert search_service._page_of_texts(conn, [], 2) == []
+        # A candidate whose row is gone (an import replaced the memory since) is left out.
+        gone = max(f.id for f in copies + other) + 1000
+        page = search_service._page_of_texts(conn, [(gone, 1.0), *fused], 2)
+        assert [fid for fid, _ in page] == [copies[0].id, other[0].id]
