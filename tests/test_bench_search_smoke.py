@@ -57,6 +57,12 @@ def test_the_quality_bench_prints_every_figure_per_mode_and_kind() -> None:
     assert sum(line.startswith("| R@5 | ") for line in lines) == 2, out  # vs keyword, semantic
 
 
+def test_the_quality_bench_asks_the_worded_view_when_told() -> None:
+    out = run("bench.quality", "--worded")
+    assert "split smoke-worded:" in out, out
+    assert sum(line.startswith("| hybrid |") for line in out.splitlines()) == 4, out
+
+
 def test_the_hybrid_cost_bench_prints_every_variant_against_the_fusion_before() -> None:
     out = run("bench.hybrid_cost")
     rows = [line for line in out.splitlines() if line.startswith("| 1500 |")]
