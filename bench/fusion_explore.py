@@ -37,6 +37,7 @@ class Lists:
     half: KeywordHalf  # the service's keyword half (search.keyword_half), as hybrid ranks it
     half_timed: KeywordHalf  # the same, the words naming the time span kept in it
     texts: dict[int, str]  # every candidate's content (search.each_text_once)
+    in_span: list[tuple[int, float]]  # the nearest facts created in the span the question names
 
 
 def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
@@ -54,10 +55,18 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         half = search_service.keyword_half(conn, ctx, asked_as)
         # search.untimed leaves the span's words out only when the query names a span.
         half_timed = search_service.keyword_half(conn, ctx, replace(asked_as, window=None))
+        in_span = (
+            search_service.semantic_half(
+                conn, ctx, replace(asked_as, vector=vector), rt.vector_index, in_span=True
+            )
+            if span
+            else []
+        )
         ids = [h.fact_id for h in keyword + half.hits + half_timed.hits]
         in_window = search_service._created_in(conn, ids + [f for f, _ in semantic], span)
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
-        texts = search_service._contents(conn, sorted({*ids, *(f for f, _ in semantic)}))
+        candidates = {*ids, *(f for f, _ in semantic), *(f for f, _ in in_span)}
+        texts = search_service._contents(conn, sorted(candidates))
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
     paths = {handle.ids[f.id]: f.path for f in handle.conversation.facts}
@@ -72,6 +81,7 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         half,
         half_timed,
         texts,
+        in_span,
     )
 
 
@@ -143,17 +153,24 @@ def neighbours(beta: float, new: bool) -> Variant:
 
 
 def hybrid(
-    fusion: Fusion, floor: float, *, timed: bool = False, each_text_once: bool = True
+    fusion: Fusion,
+    floor: float,
+    *,
+    timed: bool = False,
+    each_text_once: bool = True,
+    with_span: bool = True,
 ) -> Variant:
     """The service's hybrid search with `fusion`: its keyword half (with `timed`, the
     time span's words kept in it), the semantic half above the model's cosine floor,
+    the nearest facts created in the span the question names (unless not `with_span`),
     the time boost, each text once on the page (unless not `each_text_once`)."""
 
     def run(ls: Lists) -> list[int]:
         semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
         half = ls.half_timed if timed else ls.half
-        window = ls.in_window if fusion.time_boost else frozenset()
-        order = search_service.fuse(half.hits, semantic, None, fusion, half.shares, window)
+        in_span = [(f, d) for f, d in ls.in_span if 1 - d >= floor] if with_span else []
+        window = ls.in_window | {f for f, _ in in_span} if fusion.time_boost else frozenset()
+        order = search_service.fuse(half.hits, semantic, None, fusion, half.shares, window, in_span)
         if each_text_once:
             return [f for f, _ in search_service.each_text_once(order, ls.texts, 10)]
         return [f for f, _ in order[:10]]
@@ -179,6 +196,9 @@ def variants(floor: float) -> dict[str, Variant]:
         "hybrid as served (search.FUSION)": hybrid(FUSION, floor),
         "hybrid as served, a text shown again before the others": hybrid(
             FUSION, floor, each_text_once=False
+        ),
+        "hybrid as served, no ranking of the span's own facts": hybrid(
+            FUSION, floor, with_span=False
         ),
         "hybrid as served, the time words kept in the keyword half": hybrid(
             FUSION, floor, timed=True

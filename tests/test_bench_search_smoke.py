@@ -92,6 +92,7 @@ def test_the_fusion_explorer_prints_the_service_against_the_shares_alone() -> No
         "hybrid as served, shares only (search.SHARES_ONLY)",
         "hybrid as served (search.FUSION)",
         "hybrid as served, a text shown again before the others",
+        "hybrid as served, no ranking of the span's own facts",
         "hybrid as served, the time words kept in the keyword half",
     ):
         cells = rows[name]

@@ -575,3 +575,32 @@ def test_a_page_reads_texts_deeper_until_it_holds_enough_distinct_ones(actor) ->
         gone = max(f.id for f in copies + other) + 1000
         page = search_service._page_of_texts(conn, [(gone, 1.0), *fused], 2)
         assert [fid for fid, _ in page] == [copies[0].id, other[0].id]
+
+
+@pytest.mark.parametrize("span_exact", [search_service.SPAN_EXACT, 0])  # 0: walk the index
+def test_a_fact_of_the_named_span_that_neither_half_reaches_still_makes_the_page(
+    actor, rt, model, clock, monkeypatch, span_exact
+) -> None:
+    """Thirty older facts hold every word of the question and stand nearer it: both
+    halves stop at twenty of them. The one fact created last week (longer, farther) is
+    found by a third ranking, the nearest facts created in the span the question
+    names; a hidden fact of the same week, nearer still, changes nothing."""
+    monkeypatch.setattr(search_service, "SPAN_EXACT", span_exact)
+    me = actor()
+    store(me, [NewFact("/log", f"went hiking with friends, trail {i}") for i in range(30)], model)
+    clock.advance(days=30)
+    long_one = "we went hiking with old friends by the creek and it rained all day"
+    recent = store(me, [NewFact("/log", long_one)], model)[0]
+    clock.advance(days=3)
+    question = "hiking with friends last week"
+    plain = find(me, "hiking with friends", rt=rt, mode="hybrid", peek=True)
+    assert recent.id not in {r.fact.id for r in plain.results}
+    dated = find(me, question, rt=rt, mode="hybrid", peek=True)
+    found = {r.fact.id: r.scores for r in dated.results}
+    assert recent.id in found
+    assert found[recent.id]["in_window"] is True and found[recent.id]["cosine"] > 0
+    grant(rt, "p, default, path:/hidden/*, read, deny")
+    clock.advance(days=-3)  # the moment `recent` was stored
+    store(me, [NewFact("/hidden", "went hiking with friends by the creek")], model)
+    clock.advance(days=3)
+    assert page(find(me, question, rt=rt, mode="hybrid", peek=True)) == page(dated)
