@@ -898,7 +898,6 @@ def rank(
     *,
     keyword: KeywordHalf | None = None,
     semantic: list[tuple[int, float]] | None = None,
-    in_span: list[tuple[int, float]] | None = None,
 ) -> Ranking:
     """Rank the facts the subject may see; reads only (a read transaction will do).
 
@@ -924,8 +923,7 @@ def rank(
         return Ranking(query.mode, order, cosines, query.sort, query.as_of)
     half = keyword if keyword is not None else keyword_half(conn, ctx, query)
     keyword_hits, shares = half.hits, half.shares
-    if in_span is None:
-        in_span = semantic_half(conn, ctx, query, index, in_span=True) if query.window else []
+    in_span = semantic_half(conn, ctx, query, index, in_span=True) if query.window else []
     candidates = [hit.fact_id for hit in keyword_hits] + [fid for fid, _ in semantic]
     in_window = _created_in(conn, candidates, query.window) if fusion.time_boost else frozenset()
     if fusion.time_boost:
