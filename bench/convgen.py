@@ -780,6 +780,11 @@ def split(name: str, *, long: bool = False, worded: bool = False) -> list[Conver
     return [conversation(seed, long=long, worded=worded) for seed in SPLITS[name]]
 
 
+def label(name: str, *, long: bool = False, worded: bool = False) -> str:
+    """A view's name: the split, then -long and -worded when asked."""
+    return name + ("-long" if long else "") + ("-worded" if worded else "")
+
+
 def stats(convs: list[Conversation]) -> dict[str, object]:
     questions = [q for c in convs for q in c.questions]
     return {
@@ -807,11 +812,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for name in args.split or list(SPLITS):
         convs = split(name, long=args.long, worded=args.worded)
-        label = name + ("-long" if args.long else "") + ("-worded" if args.worded else "")
-        print(label, json.dumps(stats(convs)))
+        view = label(name, long=args.long, worded=args.worded)
+        print(view, json.dumps(stats(convs)))
         if args.dump:
             OUT.mkdir(exist_ok=True)
-            target = OUT / f"convgen-{label}.json"
+            target = OUT / f"convgen-{view}.json"
             target.write_text(json.dumps([asdict(c) for c in convs], indent=1), encoding="utf-8")
             print(f"wrote {target}")
 

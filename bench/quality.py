@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
             write_rankings(args.rankings, handles, rankings)
     facts = sum(len(h.conversation.facts) for h in handles)
     counts = {k: sum(q.kind == k for q in questions) for k in convgen.KINDS}
-    label = split + ("-long" if args.long else "") + ("-worded" if args.worded else "")
+    label = convgen.label(split, long=args.long, worded=args.worded)
     print(
         f"\nsplit {label}: {len(handles)} conversations, {facts} facts, {len(questions)} "
         f"questions {counts}; model {model}; limit {LIMIT}, peek"
