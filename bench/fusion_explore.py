@@ -20,7 +20,16 @@ from datetime import datetime
 from app.embeddings import catalog
 from app.services import search as search_service
 from app.services import timewords
-from app.services.search import FUSION, SHARES_ONLY, Fusion, KeywordHalf, KeywordHit, Scope
+from app.services.search import (
+    CENTERING,
+    FUSION,
+    SHARES_ONLY,
+    Centering,
+    Fusion,
+    KeywordHalf,
+    KeywordHit,
+    Scope,
+)
 from bench import machine
 from bench import quality as qb
 
@@ -38,9 +47,32 @@ class Lists:
     half_timed: KeywordHalf  # the same, the words naming the time span kept in it
     texts: dict[int, str]  # every candidate's content (search.each_text_once)
     in_span: list[tuple[int, float]]  # the nearest facts created in the span the question names
+    # Hybrid's semantic half and span list as the service ranks them, per way of centering
+    # (search.Centering): CENTERINGS, the service's own first.
+    centered: dict[Centering, tuple[list[tuple[int, float]], list[tuple[int, float]]]]
 
 
-def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> Lists:
+# The service's centering, none (the half 20 deep in plain cosine order, as before it),
+# and its neighbours on each parameter.
+CENTERINGS = (
+    CENTERING,
+    Centering(depth=search_service.HYBRID_DEPTH, weight=0.0),
+    Centering(depth=search_service.HYBRID_DEPTH),
+    Centering(depth=40),
+    Centering(depth=60),
+    Centering(head=20),
+    Centering(weight=0.25),
+    Centering(weight=0.6),
+    Centering(weight=0.75),
+    Centering(weight=1.0),
+)
+
+
+def lists_for(
+    handle: qb.Handle, question: qb.convgen.Question, depth: int, floor: float = -1.0
+) -> Lists:
+    """Every list the variants fuse, for one question; the centered ones (hybrid's
+    semantic half and span list) above the cosine `floor`, as the service ranks them."""
     rt, memory = handle.runtime, handle.memory
     asked = datetime.fromisoformat(question.asked_at).timestamp()
     vector = rt.query_cache.embed_query(rt.embedder, question.text)
@@ -55,17 +87,29 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         half = search_service.keyword_half(conn, ctx, asked_as)
         # search.untimed leaves the span's words out only when the query names a span.
         half_timed = search_service.keyword_half(conn, ctx, replace(asked_as, window=None))
-        in_span = (
-            search_service.semantic_half(
-                conn, ctx, replace(asked_as, vector=vector), rt.vector_index, in_span=True
-            )
-            if span
-            else []
-        )
+        centered = {}
+        for centering in CENTERINGS:
+            lists = [
+                search_service.semantic_half(
+                    conn,
+                    ctx,
+                    replace(asked_as, vector=vector, min_cosine=floor),
+                    rt.vector_index,
+                    in_span=span_only,
+                    centering=centering,
+                )
+                if span or not span_only
+                else []
+                for span_only in (False, True)
+            ]
+            centered[centering] = (lists[0], lists[1])
+        in_span = centered[CENTERING][1]
         ids = [h.fact_id for h in keyword + half.hits + half_timed.hits]
-        in_window = search_service._created_in(conn, ids + [f for f, _ in semantic], span)
+        ids += [f for f, _ in semantic]
+        ids += [f for both in centered.values() for ranked in both for f, _ in ranked]
+        in_window = search_service._created_in(conn, ids, span)
         wanted, held = search_service.held_words(conn, question.text, [h.fact_id for h in keyword])
-        candidates = {*ids, *(f for f, _ in semantic), *(f for f, _ in in_span)}
+        candidates = set(ids)
         texts = search_service._contents(conn, sorted(candidates))
     coverage = {f: len(w) / len(wanted) for f, w in held.items()}
     weighted = search_service.rarity_shares(wanted, held)
@@ -82,6 +126,7 @@ def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int) -> L
         half_timed,
         texts,
         in_span,
+        centered,
     )
 
 
@@ -159,16 +204,19 @@ def hybrid(
     timed: bool = False,
     each_text_once: bool = True,
     with_span: bool = True,
+    centering: Centering = CENTERING,
 ) -> Variant:
     """The service's hybrid search with `fusion`: its keyword half (with `timed`, the
     time span's words kept in it), the semantic half above the model's cosine floor,
-    the nearest facts created in the span the question names (unless not `with_span`),
-    the time boost, each text once on the page (unless not `each_text_once`)."""
+    ordered by `centering`, the nearest facts created in the span the question names
+    (unless not `with_span`), the time boost, each text once on the page (unless not
+    `each_text_once`)."""
 
     def run(ls: Lists) -> list[int]:
-        semantic = [(f, d) for f, d in ls.semantic if 1 - d >= floor]
+        ranked, span_ranked = ls.centered[centering]
+        semantic = [(f, d) for f, d in ranked if 1 - d >= floor]
         half = ls.half_timed if timed else ls.half
-        in_span = [(f, d) for f, d in ls.in_span if 1 - d >= floor] if with_span else []
+        in_span = [(f, d) for f, d in span_ranked if 1 - d >= floor] if with_span else []
         window = ls.in_window | {f for f, _ in in_span} if fusion.time_boost else frozenset()
         order = search_service.fuse(half.hits, semantic, None, fusion, half.shares, window, in_span)
         if each_text_once:
@@ -203,6 +251,15 @@ def variants(floor: float) -> dict[str, Variant]:
         "hybrid as served, the time words kept in the keyword half": hybrid(
             FUSION, floor, timed=True
         ),
+    }
+    for centering in CENTERINGS[1:]:
+        what = (
+            "not centered (plain cosine order)"
+            if centering.weight == 0.0
+            else f"depth {centering.depth}, head {centering.head}, weight {centering.weight}"
+        )
+        out[f"hybrid as served, semantic half {what}"] = hybrid(FUSION, floor, centering=centering)
+    out |= {
         "strict tier only, k=60 (main before)": fused(Fusion(time_boost=0), strict_only=True),
         "both tiers at full weight, k=60": fused(Fusion(time_boost=0)),
         "keyword tiers in bm25 order, rarity shares": service(),
@@ -253,13 +310,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(machine.threads()))
     split = "smoke" if args.smoke else "dev"
+    floor = catalog.min_cosine(args.model)
     with qb.build_split(split, model=args.model, long=args.long, worded=args.worded) as handles:
         per_question = {
-            q.id: lists_for(h, q, args.depth) for h in handles for q in h.conversation.questions
+            q.id: lists_for(h, q, args.depth, floor)
+            for h in handles
+            for q in h.conversation.questions
         }
         questions = qb.questions_of(handles)
     results = {}
-    floor = catalog.min_cosine(args.model)
     for name, variant in variants(floor).items():
         rankings = {
             qid: [ls.names[f] for f in variant(ls) if f in ls.names]

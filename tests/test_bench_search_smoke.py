@@ -81,7 +81,8 @@ def test_the_hybrid_cost_bench_prints_every_variant_against_the_fusion_before() 
 
 def test_the_fusion_explorer_prints_the_service_against_the_shares_alone() -> None:
     """The README's fusion figures come from bench.fusion_explore: it runs, and prints
-    the service's fusion, the shares alone and the time words kept, per kind."""
+    the service's fusion, the shares alone, the time words kept and the semantic half
+    not centered or centered otherwise, per kind."""
     out = run("bench.fusion_explore", "--model", "fake")
     rows = {
         line.split("|")[1].strip(): line.split("|")[2:-1]
@@ -94,6 +95,8 @@ def test_the_fusion_explorer_prints_the_service_against_the_shares_alone() -> No
         "hybrid as served, a text shown again before the others",
         "hybrid as served, no ranking of the span's own facts",
         "hybrid as served, the time words kept in the keyword half",
+        "hybrid as served, semantic half not centered (plain cosine order)",
+        "hybrid as served, semantic half depth 40, head 10, weight 0.5",
     ):
         cells = rows[name]
         *kinds, empty = cells

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from sqlalchemy import event, text
 
@@ -604,3 +605,81 @@ def test_a_fact_of_the_named_span_that_neither_half_reaches_still_makes_the_page
     store(me, [NewFact("/hidden", "went hiking with friends by the creek")], model)
     clock.advance(days=3)
     assert page(find(me, question, rt=rt, mode="hybrid", peek=True)) == page(dated)
+
+
+GENERIC_REPLIES = (
+    "Love it.",
+    "Tell me about it.",
+    "How did that go?",
+    "Same here.",
+    "Ha, nice.",
+    "Not bad.",
+    "Morning!",
+    "Speak soon.",
+    "Sounds fun.",
+    "Oh really?",
+    "Good luck!",
+    "Take care.",
+)
+
+
+class _Pinned(FakeEmbedder):
+    """The fake embedder, but for the texts it is given: those get their own vector."""
+
+    def __init__(self, pinned: dict[str, np.ndarray]) -> None:
+        super().__init__(TEST_WIDTH)
+        self.pinned = pinned
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        return np.stack([self.embed_query(t) for t in texts])
+
+    def embed_query(self, text):  # type: ignore[no-untyped-def]
+        return self.pinned[text] if text in self.pinned else super().embed_query(text)
+
+
+def test_hybrid_takes_out_what_the_nearest_facts_share(actor, rt) -> None:
+    """Twelve short replies of one speaker sit nearer the question naming him than the
+    turn that answers it (their vectors are mostly his name's), and no keyword but his
+    name is shared: semantic search, plain cosine, ranks them all first. Hybrid's
+    semantic half orders by the question less what its nearest share, and the answer
+    leads the page; the result still shows its plain cosine."""
+    axes = np.eye(TEST_WIDTH, dtype=np.float32)
+    name, topic = axes[0], axes[1]
+    replies = [f"Felix: {reply}" for reply in GENERIC_REPLIES]
+    answer = "Felix: Tried a culinarian course on Saturday, made fresh pasta."
+    question = "Which culinary class did Felix attend?"
+    pinned = {text: 0.95 * name + 0.31 * axes[2 + i] for i, text in enumerate(replies)}
+    pinned[answer] = 0.5 * name + 0.866 * topic
+    pinned[question] = 0.9 * name + 0.436 * topic
+    rt.embedder = _Pinned(
+        {t: (v / np.linalg.norm(v)).astype(np.float32) for t, v in pinned.items()}
+    )
+    me = actor()
+    store(me, [NewFact("/chat", text) for text in replies], rt.embedder)
+    answered = store(me, [NewFact("/chat", answer)], rt.embedder)[0]
+    plain = find(me, question, rt=rt, mode="semantic", under="/chat", limit=20, peek=True)
+    assert [r.fact.id for r in plain.results][-1] == answered.id
+    hybrid = find(me, question, rt=rt, mode="hybrid", under="/chat", peek=True)
+    assert hybrid.results[0].fact.id == answered.id
+    assert hybrid.results[0].scores["cosine"] == pytest.approx(plain.results[-1].scores["cosine"])
+
+
+def test_centered_scores_leave_alone_what_every_candidate_shares() -> None:
+    """cosine(q, f) - weight * cosine(mean of the head, f): a component all rows share
+    moves none; one only the generic rows share sinks them under the specific one."""
+    shared, specific, own = np.eye(3, dtype=np.float32)
+    generic = [(0.99 * shared + 0.14 * own) for _ in range(4)]
+    rows = [v / np.linalg.norm(v) for v in [*generic, 0.5 * shared + 0.866 * specific]]
+    matrix = np.stack(rows)
+    query = (0.9 * shared + 0.436 * specific).astype(np.float32)
+    query /= np.linalg.norm(query)
+    plain = matrix @ query
+    assert plain[:4].min() > plain[4]  # nearest first: the generic rows
+    centered = search_service.centered_scores(
+        query, matrix, search_service.Centering(head=4, weight=0.5)
+    )
+    assert centered[4] > centered[:4].max()
+    unchanged = search_service.centered_scores(
+        query, matrix, search_service.Centering(head=4, weight=0.0)
+    )
+    assert np.allclose(unchanged, plain)
