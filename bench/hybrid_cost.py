@@ -10,11 +10,12 @@ times, per query and in turn (so the machine's load falls on every variant alike
 semantic; hybrid as it runs (the keyword half on a worker thread while the query is
 embedded and the semantic half ranks); hybrid with both halves in one thread; hybrid
 ranking every relaxed match (no window); hybrid without the page rule (each text once,
-which reads the candidates' texts); and hybrid with the strict tier alone and no page
-rule, the fusion of 7ca32f6. Each search embeds its query afresh (no query cache), `peek`, as
-`Memory.search` runs it for the routes. The memories are search_bench's (its
-generator and policies; reused from --home). Prints p50 / p95 and each variant's p50
-over the strict-tier-only one.
+which reads the candidates' texts); hybrid with its semantic half 20 deep in plain
+cosine order (not centered: search.Centering reads 100); and hybrid with the strict
+tier alone, no page rule and the semantic half not centered, the fusion of 7ca32f6.
+Each search embeds its query afresh (no query cache), `peek`, as `Memory.search` runs
+it for the routes. The memories are search_bench's (its generator and policies; reused
+from --home). Prints p50 / p95 and each variant's p50 over the strict-tier-only one.
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ def _strict_half(conn: Any, ctx: Any, query: search_service.Query) -> search_ser
     return search_service.KeywordHalf(hits, {hit.fact_id: 1.0 for hit in hits})
 
 
+_centered_half = search_service.semantic_half
+NOT_CENTERED = search_service.Centering(depth=search_service.HYBRID_DEPTH, weight=0.0)
+
+
+def _plain_half(*args: Any, **kwargs: Any) -> list[tuple[int, float]]:
+    """The semantic half as before its centering: 20 deep, nearest first."""
+    return _centered_half(*args, **{**kwargs, "centering": NOT_CENTERED})
+
+
 def _plain_page(conn: Any, fused: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
     """The page as the fusion orders it, a text shown again wherever it ranks."""
     return fused[:limit]
@@ -65,13 +75,20 @@ def _plain_page(conn: Any, fused: list[tuple[int, float]], limit: int) -> list[t
 
 @contextmanager
 def variant(
-    memory: Memory, *, serial: bool, window: bool, strict: bool, each_text_once: bool
+    memory: Memory,
+    *,
+    serial: bool,
+    window: bool,
+    strict: bool,
+    each_text_once: bool,
+    centered: bool,
 ) -> Iterator[None]:
     saved = (
         memory._workers,
         search_service.HYBRID_RELAXED_WINDOW,
         search_service.keyword_half,
         search_service._page_of_texts,
+        search_service.semantic_half,
     )
     if serial:
         memory._workers = lambda: _Serial()  # type: ignore[assignment,return-value]
@@ -81,6 +98,8 @@ def variant(
         search_service.keyword_half = _strict_half
     if not each_text_once:
         search_service._page_of_texts = _plain_page
+    if not centered:
+        search_service.semantic_half = _plain_half
     try:
         yield
     finally:
@@ -89,6 +108,7 @@ def variant(
             search_service.HYBRID_RELAXED_WINDOW,
             search_service.keyword_half,
             search_service._page_of_texts,
+            search_service.semantic_half,
         ) = saved
 
 
@@ -98,7 +118,11 @@ VARIANTS: dict[str, tuple[str, dict[str, bool]]] = {
     "hybrid, one thread": ("hybrid", {"serial": True}),
     "hybrid, one thread, every relaxed match": ("hybrid", {"serial": True, "window": False}),
     "hybrid, a text shown again (no page rule)": ("hybrid", {"each_text_once": False}),
-    BEFORE: ("hybrid", {"serial": True, "strict": True, "each_text_once": False}),
+    "hybrid, semantic half not centered": ("hybrid", {"centered": False}),
+    BEFORE: (
+        "hybrid",
+        {"serial": True, "strict": True, "each_text_once": False, "centered": False},
+    ),
 }
 
 
@@ -117,6 +141,7 @@ def measure(home: Path, embedder: Any, queries: list[str], rounds: int) -> dict[
                         "window": True,
                         "strict": False,
                         "each_text_once": True,
+                        "centered": True,
                         **flags,
                     }
                     rt.query_cache = QueryCache()

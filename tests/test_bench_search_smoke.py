@@ -73,6 +73,7 @@ def test_the_hybrid_cost_bench_prints_every_variant_against_the_fusion_before() 
         "hybrid, one thread",
         "hybrid, one thread, every relaxed match",
         "hybrid, a text shown again (no page rule)",
+        "hybrid, semantic half not centered",
         "hybrid, strict tier only (7ca32f6)",
     ]
     assert rows[-1].split("|")[5].strip() == "1.00"

@@ -400,12 +400,8 @@ def _vectors_of(conn: Connection, ids: Sequence[int], width: int) -> tuple[list[
             bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
         ),
     )
-    blobs = {
-        row.id: row.embedding
-        for row in conn.execute(stmt, {"ids": list(ids)})
-        if len(row.embedding) == 4 * width
-    }
-    found = [fid for fid in ids if fid in blobs]
+    blobs = dict(conn.execute(stmt, {"ids": list(ids)}).tuples().all())
+    found = [fid for fid in ids if fid in blobs and len(blobs[fid]) == 4 * width]
     matrix = np.frombuffer(b"".join(blobs[fid] for fid in found), dtype="<f4")
     return found, matrix.reshape(len(found), width)
 
@@ -416,19 +412,22 @@ def semantic_ranking(
     index: VectorIndex,
     query: np.ndarray,
     want: int,
+    *,
+    rescore: bool = True,
 ) -> list[tuple[int, float]]:
     """(fact id, cosine distance) nearest first, among visible facts that match filters.
 
     The index hands out candidates from the cells nearest the query, best first by
     their int8 approximations; each chunk is checked against the filters in SQL
     until enough visible ones are found, and the best of those are scored exactly
-    from facts.embedding. When the filters keep so few facts that finding enough
-    would mean examining more than a quarter of the index, every visible fact is
-    scored instead: a page never starves.
+    from facts.embedding (unless not `rescore`: the caller reads their vectors
+    itself, and the order and distances are the int8 approximation's). When the
+    filters keep so few facts that finding enough would mean examining more than a
+    quarter of the index, every visible fact is scored instead: a page never starves.
     """
     index.refresh(conn)
     probe = index.probe(query)
-    needed = max(want * EXACT_RERANK, MIN_RESCORED)
+    needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
     visible: list[tuple[int, float]] = []
     seen: set[int] = set()
     examined = 0
@@ -465,6 +464,8 @@ def semantic_ranking(
     if len(visible) < want and examined < probe.total:
         # Every cell taken, yet some visible facts were not among any cell's best.
         return _best(_exact(conn, scope, query, None), want)
+    if not rescore:
+        return _best(visible, want)
     best = [fid for fid, _ in _best(visible, needed)]
     return _best(_exact(conn, scope, query, best), want)
 
@@ -925,37 +926,46 @@ def semantic_half(
     elif vectors.in_database:
         nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
-        nearest = semantic_ranking(conn, scope, index, query.vector, depth)
-    nearest = [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
+        # Hybrid: centered() reads the candidates' vectors and scores them exactly.
+        hybrid = query.mode == "hybrid"
+        nearest = semantic_ranking(conn, scope, index, query.vector, depth, rescore=not hybrid)
     if query.mode != "hybrid":
-        return nearest
-    return centered(conn, query.vector, nearest, centering)
+        return [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
+    return centered(conn, query.vector, [fid for fid, _ in nearest], query.min_cosine, centering)
 
 
 def centered(
     conn: Connection,
     query: np.ndarray,
-    nearest: Sequence[tuple[int, float]],
+    ids: Sequence[int],
+    min_cosine: float,
     centering: Centering = CENTERING,
 ) -> list[tuple[int, float]]:
-    """`nearest` (visible facts, nearest first, with their cosine distance) in the order
-    of the question less what its nearest share (see Centering); the distances stay
-    the plain cosine's. A candidate whose vector is gone since it ranked is left out."""
-    if centering.weight == 0.0 or not nearest:
-        return list(nearest)
-    found, matrix = _vectors_of(conn, [fid for fid, _ in nearest], query.shape[0])
+    """The facts among `ids` (visible, checked before) at `min_cosine` or more to the
+    question, with their cosine distance, in the order of the question less what its
+    nearest share (see Centering). A fact whose vector is gone is left out."""
+    found, matrix = _vectors_of(conn, ids, query.shape[0])
+    similarity = matrix @ query
+    nearest = sorted(
+        (i for i in range(len(found)) if similarity[i] >= min_cosine),
+        key=lambda i: (-similarity[i], found[i]),
+    )
+    if not nearest:
+        return []
+    matrix = matrix[nearest]
     scores = centered_scores(query, matrix, centering)
-    distance = dict(nearest)
-    order = sorted(range(len(found)), key=lambda i: (-scores[i], i))
-    return [(found[i], distance[found[i]]) for i in order]
+    order = sorted(range(len(nearest)), key=lambda i: (-scores[i], i))
+    return [(found[nearest[i]], float(1.0 - similarity[nearest[i]])) for i in order]
 
 
 def centered_scores(query: np.ndarray, matrix: np.ndarray, centering: Centering) -> np.ndarray:
     """cosine(q, f) - weight * cosine(mean of the `head` first rows, f), for each row f
     of `matrix` (unit vectors, nearest first)."""
+    similarity = matrix @ query
+    if centering.weight == 0.0:
+        return similarity
     common = matrix[: centering.head].mean(axis=0)
     norm = float(np.linalg.norm(common))
-    similarity = matrix @ query
     if norm == 0.0:
         return similarity
     return similarity - centering.weight * (matrix @ (common / norm))
