@@ -82,7 +82,8 @@ class Scores(BaseModel):
         default=None,
         description=(
             "Hybrid: weighted reciprocal rank fusion, the sum of weight/(60 + position) "
-            "over the semantic ranking (weight 1) and the keyword ranking (weight "
+            "over the semantic ranking (weight 1; its 100 nearest facts, ordered by the "
+            "query less what its 10 nearest share) and the keyword ranking (weight "
             "`words_held`), doubled for a fact created in the time span the query names"
         ),
     )
