@@ -97,7 +97,7 @@ class Centering:
     0.373/0.240, worded 0.538/0.472 -> 0.540/0.462). Depth 20, 40 and 60 gave a third,
     three fifths and five sixths of it; a mean of 20, the same; a weight of 0.6 a
     little more on the model's views and less on the lexical ones, 0.25, 0.75 and 1.0
-    less (semantic alone collapses at 1.0): 0.5 sits clear of that edge. The mean and
+    less: 0.5 sits in the middle of the plateau. The mean and
     the candidates are the reader's own visible facts: nothing the reader cannot see
     moves the order.
     """
