@@ -39,7 +39,13 @@ from app.services.facts import Fact
 from app.services.strength import decay_sql
 from app.services.timewords import Window
 from app.services.validation import check_limit, check_query, fold_path, parse_tag_filter
-from app.services.vector_index import POOL, POOL_SHARE, RANKED_HEAD, VectorIndex
+from app.services.vector_index import (
+    POOL,
+    POOL_SHARE,
+    RANKED_HEAD,
+    VectorIndex,
+    unpack_blobs,
+)
 from app.services.visibility import visible_current
 
 MAX_TERMS = 64
@@ -169,10 +175,7 @@ class Scope:
     def clauses(self) -> list[Any]:
         clauses = [visible_current(self.ctx, self.as_of), *fact_service.tag_filters(self.tags)]
         if self.created is not None:
-            clauses += [
-                facts.c.created_at >= self.created.start,
-                facts.c.created_at < self.created.end,
-            ]
+            clauses += _created_within(self.created.start, self.created.end)
         scope = fact_service.subtree_filter(self.under)
         if scope is not None:
             clauses.append(scope)
@@ -378,13 +381,8 @@ def _exact(
                 *clauses, facts.c.embedding.is_not(None)
             ),
         )
-        rows = conn.execute(stmt).all()
-        rows = [r for r in rows if len(r.embedding) == 4 * query.shape[0]]
-        if not rows:
-            return []
-        found = [row.id for row in rows]
-        matrix = np.frombuffer(b"".join(r.embedding for r in rows), dtype="<f4")
-        matrix = matrix.reshape(len(rows), -1)
+        blobs = dict(conn.execute(stmt).tuples().all())
+        found, matrix = _stacked(list(blobs), blobs, query.shape[0])
     else:
         found, matrix = _vectors_of(conn, ids, query.shape[0])
     distances = 1.0 - matrix @ query
@@ -401,10 +399,18 @@ def _vectors_of(conn: Connection, ids: Sequence[int], width: int) -> tuple[list[
             bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
         ),
     )
-    blobs = dict(conn.execute(stmt, {"ids": list(ids)}).tuples().all())
+    return _stacked(ids, dict(conn.execute(stmt, {"ids": list(ids)}).tuples().all()), width)
+
+
+def _stacked(
+    ids: Sequence[int], blobs: Mapping[int, bytes], width: int
+) -> tuple[list[int], np.ndarray]:
+    """The ids among `ids` whose blob holds a vector of `width`, in that order, and those
+    vectors, one row each (a fact embedded by another model has another width)."""
     found = [fid for fid in ids if fid in blobs and len(blobs[fid]) == 4 * width]
-    matrix = np.frombuffer(b"".join(blobs[fid] for fid in found), dtype="<f4")
-    return found, matrix.reshape(len(found), width)
+    if not found:
+        return found, np.empty((0, width), np.float32)
+    return found, unpack_blobs([blobs[fid] for fid in found])
 
 
 def semantic_ranking(
@@ -835,6 +841,11 @@ def _contents(conn: Connection, ids: Sequence[int]) -> dict[int, str]:
     return {row.id: row.content for row in conn.execute(stmt, {"ids": list(ids)})}
 
 
+def _created_within(start: Any, end: Any) -> list[Any]:
+    """Created at `start` or later and before `end` (values or bound parameters)."""
+    return [facts.c.created_at >= start, facts.c.created_at < end]
+
+
 def _created_in(conn: Connection, ids: Sequence[int], window: Window | None) -> frozenset[int]:
     """The facts among `ids` (visible already) created inside `window`."""
     if window is None or not ids:
@@ -843,9 +854,7 @@ def _created_in(conn: Connection, ids: Sequence[int], window: Window | None) -> 
     stmt = bk.statements.get(
         "created-in",
         lambda: select(facts.c.id).where(
-            bk.ids_in(facts.c.id, "ids"),
-            facts.c.created_at >= bindparam("start"),
-            facts.c.created_at < bindparam("end"),
+            bk.ids_in(facts.c.id, "ids"), *_created_within(bindparam("start"), bindparam("end"))
         ),
     )
     params = {"ids": list(ids), "start": window.start, "end": window.end}
