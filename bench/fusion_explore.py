@@ -46,8 +46,8 @@ class Lists:
     half: KeywordHalf  # the service's keyword half (search.keyword_half), as hybrid ranks it
     half_timed: KeywordHalf  # the same, the words naming the time span kept in it
     texts: dict[int, str]  # every candidate's content (search.each_text_once)
-    in_span: list[tuple[int, float]]  # the nearest facts created in the span the question names
-    # Hybrid's semantic half and span list as the service ranks them, per way of centering
+    # Hybrid's semantic half and the nearest facts created in the span the question names,
+    # as the service ranks them (above the model's floor), per way of centering
     # (search.Centering): CENTERINGS, the service's own first.
     centered: dict[Centering, tuple[list[tuple[int, float]], list[tuple[int, float]]]]
 
@@ -68,9 +68,7 @@ CENTERINGS = (
 )
 
 
-def lists_for(
-    handle: qb.Handle, question: qb.convgen.Question, depth: int, floor: float = -1.0
-) -> Lists:
+def lists_for(handle: qb.Handle, question: qb.convgen.Question, depth: int, floor: float) -> Lists:
     """Every list the variants fuse, for one question; the centered ones (hybrid's
     semantic half and span list) above the cosine `floor`, as the service ranks them."""
     rt, memory = handle.runtime, handle.memory
@@ -103,7 +101,6 @@ def lists_for(
                 for span_only in (False, True)
             ]
             centered[centering] = (lists[0], lists[1])
-        in_span = centered[CENTERING][1]
         ids = [h.fact_id for h in keyword + half.hits + half_timed.hits]
         ids += [f for f, _ in semantic]
         ids += [f for both in centered.values() for ranked in both for f, _ in ranked]
@@ -125,7 +122,6 @@ def lists_for(
         half,
         half_timed,
         texts,
-        in_span,
         centered,
     )
 
@@ -199,7 +195,6 @@ def neighbours(beta: float, new: bool) -> Variant:
 
 def hybrid(
     fusion: Fusion,
-    floor: float,
     *,
     timed: bool = False,
     each_text_once: bool = True,
@@ -207,16 +202,14 @@ def hybrid(
     centering: Centering = CENTERING,
 ) -> Variant:
     """The service's hybrid search with `fusion`: its keyword half (with `timed`, the
-    time span's words kept in it), the semantic half above the model's cosine floor,
-    ordered by `centering`, the nearest facts created in the span the question names
-    (unless not `with_span`), the time boost, each text once on the page (unless not
-    `each_text_once`)."""
+    time span's words kept in it), the semantic half ordered by `centering`, the nearest
+    facts created in the span the question names (unless not `with_span`), the time
+    boost, each text once on the page (unless not `each_text_once`)."""
 
     def run(ls: Lists) -> list[int]:
-        ranked, span_ranked = ls.centered[centering]
-        semantic = [(f, d) for f, d in ranked if 1 - d >= floor]
+        semantic, in_span = ls.centered[centering]
         half = ls.half_timed if timed else ls.half
-        in_span = [(f, d) for f, d in span_ranked if 1 - d >= floor] if with_span else []
+        in_span = in_span if with_span else []
         window = ls.in_window | {f for f, _ in in_span} if fusion.time_boost else frozenset()
         order = search_service.fuse(half.hits, semantic, None, fusion, half.shares, window, in_span)
         if each_text_once:
@@ -240,17 +233,13 @@ def variants(floor: float) -> dict[str, Variant]:
     out: dict[str, Variant] = {
         "keyword alone": single("keyword"),
         "semantic alone": single("semantic"),
-        "hybrid as served, shares only (search.SHARES_ONLY)": hybrid(SHARES_ONLY, floor),
-        "hybrid as served (search.FUSION)": hybrid(FUSION, floor),
+        "hybrid as served, shares only (search.SHARES_ONLY)": hybrid(SHARES_ONLY),
+        "hybrid as served (search.FUSION)": hybrid(FUSION),
         "hybrid as served, a text shown again before the others": hybrid(
-            FUSION, floor, each_text_once=False
+            FUSION, each_text_once=False
         ),
-        "hybrid as served, no ranking of the span's own facts": hybrid(
-            FUSION, floor, with_span=False
-        ),
-        "hybrid as served, the time words kept in the keyword half": hybrid(
-            FUSION, floor, timed=True
-        ),
+        "hybrid as served, no ranking of the span's own facts": hybrid(FUSION, with_span=False),
+        "hybrid as served, the time words kept in the keyword half": hybrid(FUSION, timed=True),
     }
     for centering in CENTERINGS[1:]:
         what = (
@@ -258,7 +247,7 @@ def variants(floor: float) -> dict[str, Variant]:
             if centering.weight == 0.0
             else f"depth {centering.depth}, head {centering.head}, weight {centering.weight}"
         )
-        out[f"hybrid as served, semantic half {what}"] = hybrid(FUSION, floor, centering=centering)
+        out[f"hybrid as served, semantic half {what}"] = hybrid(FUSION, centering=centering)
     out |= {
         "strict tier only, k=60 (main before)": fused(Fusion(time_boost=0), strict_only=True),
         "both tiers at full weight, k=60": fused(Fusion(time_boost=0)),
