@@ -641,11 +641,14 @@ def rarity_shares(wanted: set[str], held: dict[int, set[str]]) -> dict[int, floa
     it is among the matches (log((n + 1) / (df + 0.5)), n matches, df of them holding
     it): a match on the speaker's name that every fact carries counts for little, one
     on the rare word the question is about for much. Counted over the reader's own
-    matches only, so no fact it cannot see weighs in."""
+    matches only, so no fact it cannot see weighs in. The sums are fsum's, exact to the
+    last bit whatever order a set hands its words out in: with plain sums, two shares
+    meant equal could differ in their last bit from one process to the next (str hashes
+    are salted), and a tie broke one way or the other."""
     pool = len(held)
     rarity = {w: math.log((pool + 1) / (sum(w in h for h in held.values()) + 0.5)) for w in wanted}
-    total = sum(rarity.values()) or 1.0
-    return {fid: sum(rarity[w] for w in words) / total for fid, words in held.items()}
+    total = math.fsum(rarity.values()) or 1.0
+    return {fid: math.fsum(rarity[w] for w in words) / total for fid, words in held.items()}
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sqlalchemy import event, text
@@ -683,3 +687,28 @@ def test_centered_scores_leave_alone_what_every_candidate_shares() -> None:
         query, matrix, search_service.Centering(head=4, weight=0.0)
     )
     assert np.allclose(unchanged, plain)
+
+
+def test_rarity_shares_do_not_depend_on_the_order_a_set_hands_out_its_words() -> None:
+    """Word sets iterate in an order that str hash salting changes from one process to
+    the next; a share summed in that order could differ in its last bit and flip a tie
+    (bench.quality's held worded MRR@10 read 0.500 or 0.501 by PYTHONHASHSEED)."""
+    script = (
+        "from app.services.search import rarity_shares\n"
+        "words = {w + str(i) for i, w in enumerate('harbor lantern dock quay pier tide "
+        "mooring buoy keel mast rudder'.split())}\n"
+        "held = {i: set(sorted(words)[i:]) for i in range(8)}\n"
+        "held |= {10 + i: set(sorted(words)[::i + 1]) for i in range(4)}\n"
+        "print(repr(sorted(rarity_shares(words, held).items())))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(outputs) == 1, outputs
