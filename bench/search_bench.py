@@ -284,6 +284,15 @@ def restart(home: Path, url: str | None) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+def http_text(q: str, mode: str) -> str:
+    """What the bench asks over HTTP for question `q` in `mode`: keyword its first three
+    words; hybrid another text than semantic's (appended "?"), or the server's query
+    cache would hand hybrid the vector semantic paid for."""
+    if mode == "keyword":
+        return " ".join(q.split()[:3])
+    return q + "?" if mode == "hybrid" else q
+
+
 def over_http(home: Path, queries: list[str], url: str | None) -> dict[str, Any]:
     """`embornal serve` on loopback over the same memory: start-to-ready (imports,
     migrations check, model, index), p50/p95 per mode as a client sees them, and the
@@ -304,12 +313,7 @@ def over_http(home: Path, queries: list[str], url: str | None) -> dict[str, Any]
             for mode in ("keyword", "semantic", "hybrid"):
                 times = []
                 for q in queries:
-                    text = " ".join(q.split()[:3]) if mode == "keyword" else q
-                    if mode == "hybrid":
-                        # Another text than the semantic run's: the server's query cache
-                        # would otherwise hand hybrid the vector semantic paid for.
-                        text += "?"
-                    params = {"q": text, "mode": mode, "limit": 10, "peek": True}
+                    params = {"q": http_text(q, mode), "mode": mode, "limit": 10, "peek": True}
                     t1 = time.perf_counter()
                     response = client.get("/v1/search", params=params)
                     times.append(time.perf_counter() - t1)

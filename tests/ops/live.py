@@ -56,12 +56,18 @@ def cli_env(home: Path, model: str, extra: dict[str, str] | None = None) -> dict
 
 
 def run_cli(
-    home: Path, model: str, *args: str, timeout: float = 60, extra: dict[str, str] | None = None
+    home: Path,
+    model: str,
+    *args: str,
+    timeout: float = 60,
+    extra: dict[str, str] | None = None,
+    root: Path = ROOT,
 ) -> str:
-    """Run `embornal ARGS` on `home` and return its stdout; fail on a non-zero exit."""
+    """Run `embornal ARGS` on `home` and return its stdout; fail on a non-zero exit.
+    `root`: the checkout whose code runs (another commit's, for a bench comparing them)."""
     result = subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
+        cwd=root,
         env=cli_env(home, model, extra),
         capture_output=True,
         text=True,
@@ -76,11 +82,16 @@ class LiveServer:
     """`embornal serve --port P` on `home`, started, stopped, killed and started again."""
 
     def __init__(
-        self, home: Path, model: str = "minilm-l6", extra_env: dict[str, str] | None = None
+        self,
+        home: Path,
+        model: str = "minilm-l6",
+        extra_env: dict[str, str] | None = None,
+        root: Path = ROOT,
     ) -> None:
         self.home = home
         self.model = model
         self.extra_env = extra_env or {}
+        self.root = root  # the checkout whose code serves (see run_cli)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.token = ""
@@ -113,7 +124,7 @@ class LiveServer:
         self._log = self.log_path().open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
-            cwd=ROOT,
+            cwd=self.root,
             env=cli_env(self.home, self.model, self.extra_env),
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -129,6 +140,7 @@ class LiveServer:
                 "--subject",
                 "default",
                 extra=self.extra_env,
+                root=self.root,
             )
             self.token = self.token.strip()
         return self
