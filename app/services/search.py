@@ -209,6 +209,22 @@ def _visible(
     return set(conn.execute(stmt, {"ids": list(ids)}).scalars())
 
 
+def _visible_vectors(conn: Connection, scope: Scope, ids: Sequence[int]) -> dict[int, bytes]:
+    """The embeddings of the facts among `ids` that the scope keeps (ACL included), by
+    id: _visible(embedded=True) and the read of their vectors in one statement."""
+    if not ids:
+        return {}
+    ids_in = backend(conn).ids_in
+
+    def build(clauses: list[Any]) -> Any:
+        return select(facts.c.id, facts.c.embedding).where(
+            ids_in(facts.c.id, "ids"), *clauses, facts.c.embedding.is_not(None)
+        )
+
+    stmt = scope.statement("visible-vectors", build)
+    return {fid: blob for fid, blob in conn.execute(stmt, {"ids": list(ids)})}
+
+
 def _fts_ranked(
     conn: Connection, scope: Scope, chunks: list[str], want: int, *, any_word: bool = False
 ) -> list[tuple[int, float]]:
@@ -392,6 +408,13 @@ def _exact(
 def _vectors_of(conn: Connection, ids: Sequence[int], width: int) -> tuple[list[int], np.ndarray]:
     """The embeddings of the facts among `ids` (checked before) that have one of
     `width`, in the order of `ids`: (their ids, one row each)."""
+    return _stacked(ids, _blobs_of(conn, ids), width)
+
+
+def _blobs_of(conn: Connection, ids: Sequence[int]) -> dict[int, bytes]:
+    """The stored embeddings of the facts among `ids` (checked before) that have one."""
+    if not ids:
+        return {}
     bk = backend(conn)
     stmt = bk.statements.get(
         "embeddings",
@@ -399,7 +422,7 @@ def _vectors_of(conn: Connection, ids: Sequence[int], width: int) -> tuple[list[
             bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
         ),
     )
-    return _stacked(ids, dict(conn.execute(stmt, {"ids": list(ids)}).tuples().all()), width)
+    return {fid: blob for fid, blob in conn.execute(stmt, {"ids": list(ids)})}
 
 
 def _stacked(
@@ -421,6 +444,7 @@ def semantic_ranking(
     want: int,
     *,
     rescore: bool = True,
+    vectors: dict[int, bytes] | None = None,
 ) -> list[tuple[int, float]]:
     """(fact id, cosine distance) nearest first, among visible facts that match filters.
 
@@ -431,6 +455,8 @@ def semantic_ranking(
     itself, and the order and distances are the int8 approximation's). When the
     filters keep so few facts that finding enough would mean examining more than a
     quarter of the index, every visible fact is scored instead: a page never starves.
+    With `vectors`, each checked candidate's stored vector goes there (by id), read by
+    the statement that checks it: a caller scoring them itself reads none again.
     """
     index.refresh(conn)
     probe = index.probe(query)
@@ -457,7 +483,13 @@ def semantic_ranking(
             ]
             seen.update(fid for fid, _ in batch)
             examined += len(batch)
-            keep = _visible(conn, scope, [f for f, _ in batch], embedded=True)
+            candidates = [f for f, _ in batch]
+            if vectors is None:
+                keep = _visible(conn, scope, candidates, embedded=True)
+            else:
+                found = _visible_vectors(conn, scope, candidates)
+                vectors.update(found)
+                keep = set(found)
             visible += [pair for pair in batch if pair[0] in keep]
             missing = needed - len(visible)
             if missing <= 0:
@@ -934,17 +966,28 @@ def semantic_half(
         depth = max(depth, centering.depth)
     vectors = backend(conn).vectors
     few = _few_in_span(conn, scope) if span is not None and not vectors.in_database else None
+    hybrid = query.mode == "hybrid"
+    # Hybrid: the access check hands out the candidates' vectors, and centered() scores
+    # them exactly (any it lacks, it reads).
+    blobs: dict[int, bytes] = {}
     if few is not None:
         nearest = _best(_exact(conn, scope, query.vector, few), depth)
     elif vectors.in_database:
         nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
-        # Hybrid: centered() reads the candidates' vectors and scores them exactly.
-        hybrid = query.mode == "hybrid"
-        nearest = semantic_ranking(conn, scope, index, query.vector, depth, rescore=not hybrid)
-    if query.mode != "hybrid":
+        nearest = semantic_ranking(
+            conn,
+            scope,
+            index,
+            query.vector,
+            depth,
+            rescore=not hybrid,
+            vectors=blobs if hybrid else None,
+        )
+    if not hybrid:
         return [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
-    return centered(conn, query.vector, [fid for fid, _ in nearest], query.min_cosine, centering)
+    ids = [fid for fid, _ in nearest]
+    return centered(conn, query.vector, ids, query.min_cosine, centering, known=blobs)
 
 
 def centered(
@@ -953,11 +996,17 @@ def centered(
     ids: Sequence[int],
     min_cosine: float,
     centering: Centering = CENTERING,
+    known: Mapping[int, bytes] | None = None,
 ) -> list[tuple[int, float]]:
     """The facts among `ids` (visible, checked before) at `min_cosine` or more to the
     question, with their cosine distance, in the order of the question less what its
-    nearest share (see Centering). A fact whose vector is gone is left out."""
-    found, matrix = _vectors_of(conn, ids, query.shape[0])
+    nearest share (see Centering). A fact whose vector is gone is left out. `known`:
+    stored vectors read already, by id (the others are read here)."""
+    blobs = dict(known or {})
+    missing = [fid for fid in ids if fid not in blobs]
+    if missing:
+        blobs.update(_blobs_of(conn, missing))
+    found, matrix = _stacked(ids, blobs, query.shape[0])
     similarity = matrix @ query
     nearest = sorted(
         (i for i in range(len(found)) if similarity[i] >= min_cosine),
