@@ -192,26 +192,22 @@ class Scope:
         return self.ctx.access.statements.get(key, lambda: build(self.clauses()))
 
 
-def _visible(
-    conn: Connection, scope: Scope, ids: Sequence[int], *, embedded: bool = False
-) -> set[int]:
-    """The ids among `ids` that the scope keeps (ACL included); with `embedded`, only
-    those with a vector."""
+def _visible(conn: Connection, scope: Scope, ids: Sequence[int]) -> set[int]:
+    """The ids among `ids` that the scope keeps (ACL included)."""
     if not ids:
         return set()
     ids_in = backend(conn).ids_in
 
     def build(clauses: list[Any]) -> Any:
-        with_vector = [facts.c.embedding.is_not(None)] if embedded else []
-        return select(facts.c.id).where(ids_in(facts.c.id, "ids"), *clauses, *with_vector)
+        return select(facts.c.id).where(ids_in(facts.c.id, "ids"), *clauses)
 
-    stmt = scope.statement("visible-embedded" if embedded else "visible", build)
+    stmt = scope.statement("visible", build)
     return set(conn.execute(stmt, {"ids": list(ids)}).scalars())
 
 
 def _visible_vectors(conn: Connection, scope: Scope, ids: Sequence[int]) -> dict[int, bytes]:
-    """The embeddings of the facts among `ids` that the scope keeps (ACL included), by
-    id: _visible(embedded=True) and the read of their vectors in one statement."""
+    """The stored vectors of the facts among `ids` that the scope keeps (ACL included)
+    and that have one, by id: the access check and the read in one statement."""
     if not ids:
         return {}
     ids_in = backend(conn).ids_in
@@ -386,10 +382,14 @@ def keyword_ranking(
 
 
 def _exact(
-    conn: Connection, scope: Scope, query: np.ndarray, ids: Sequence[int] | None
+    conn: Connection,
+    scope: Scope,
+    query: np.ndarray,
+    ids: Sequence[int] | None,
+    known: Mapping[int, bytes] | None = None,
 ) -> list[tuple[int, float]]:
-    """Cosine distance for the facts among `ids` (checked before), or for every fact the
-    scope keeps when `ids` is None."""
+    """Cosine distance for the facts among `ids` (checked before; `known`: their stored
+    vectors read already), or for every fact the scope keeps when `ids` is None."""
     if ids is None:
         stmt = scope.statement(
             "embedded",
@@ -397,24 +397,23 @@ def _exact(
                 *clauses, facts.c.embedding.is_not(None)
             ),
         )
-        blobs = dict(conn.execute(stmt).tuples().all())
+        blobs = {fid: blob for fid, blob in conn.execute(stmt)}
         found, matrix = _stacked(list(blobs), blobs, query.shape[0])
     else:
-        found, matrix = _vectors_of(conn, ids, query.shape[0])
+        found, matrix = _stacked(ids, _blobs_of(conn, ids, known), query.shape[0])
     distances = 1.0 - matrix @ query
     return [(fid, float(d)) for fid, d in zip(found, distances, strict=True)]
 
 
-def _vectors_of(conn: Connection, ids: Sequence[int], width: int) -> tuple[list[int], np.ndarray]:
-    """The embeddings of the facts among `ids` (checked before) that have one of
-    `width`, in the order of `ids`: (their ids, one row each)."""
-    return _stacked(ids, _blobs_of(conn, ids), width)
-
-
-def _blobs_of(conn: Connection, ids: Sequence[int]) -> dict[int, bytes]:
-    """The stored embeddings of the facts among `ids` (checked before) that have one."""
-    if not ids:
-        return {}
+def _blobs_of(
+    conn: Connection, ids: Sequence[int], known: Mapping[int, bytes] | None = None
+) -> dict[int, bytes]:
+    """The stored vectors of the facts among `ids` (checked before) that have one, by
+    id: those in `known` (read already) as they are, the others read here."""
+    blobs = {fid: known[fid] for fid in ids if fid in known} if known else {}
+    missing = [fid for fid in ids if fid not in blobs]
+    if not missing:
+        return blobs
     bk = backend(conn)
     stmt = bk.statements.get(
         "embeddings",
@@ -422,7 +421,8 @@ def _blobs_of(conn: Connection, ids: Sequence[int]) -> dict[int, bytes]:
             bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
         ),
     )
-    return {fid: blob for fid, blob in conn.execute(stmt, {"ids": list(ids)})}
+    blobs.update({fid: blob for fid, blob in conn.execute(stmt, {"ids": missing})})
+    return blobs
 
 
 def _stacked(
@@ -451,16 +451,17 @@ def semantic_ranking(
     The index hands out candidates from the cells nearest the query, best first by
     their int8 approximations; each chunk is checked against the filters in SQL
     until enough visible ones are found, and the best of those are scored exactly
-    from facts.embedding (unless not `rescore`: the caller reads their vectors
-    itself, and the order and distances are the int8 approximation's). When the
-    filters keep so few facts that finding enough would mean examining more than a
-    quarter of the index, every visible fact is scored instead: a page never starves.
-    With `vectors`, each checked candidate's stored vector goes there (by id), read by
-    the statement that checks it: a caller scoring them itself reads none again.
+    from their stored vectors, which the statement that checks them hands out (unless
+    not `rescore`: the order and distances are the int8 approximation's, for a caller
+    that scores them itself from `vectors`, where the checked candidates' vectors go
+    by id). When the filters keep so few facts that finding enough would mean
+    examining more than a quarter of the index, every visible fact is scored instead:
+    a page never starves.
     """
     index.refresh(conn)
     probe = index.probe(query)
     needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
+    blobs: dict[int, bytes] = {} if vectors is None else vectors
     visible: list[tuple[int, float]] = []
     seen: set[int] = set()
     examined = 0
@@ -483,14 +484,9 @@ def semantic_ranking(
             ]
             seen.update(fid for fid, _ in batch)
             examined += len(batch)
-            candidates = [f for f, _ in batch]
-            if vectors is None:
-                keep = _visible(conn, scope, candidates, embedded=True)
-            else:
-                found = _visible_vectors(conn, scope, candidates)
-                vectors.update(found)
-                keep = set(found)
-            visible += [pair for pair in batch if pair[0] in keep]
+            kept = _visible_vectors(conn, scope, [f for f, _ in batch])
+            blobs.update(kept)
+            visible += [pair for pair in batch if pair[0] in kept]
             missing = needed - len(visible)
             if missing <= 0:
                 break
@@ -506,7 +502,7 @@ def semantic_ranking(
     if not rescore:
         return _best(visible, want)
     best = [fid for fid, _ in _best(visible, needed)]
-    return _best(_exact(conn, scope, query, best), want)
+    return _best(_exact(conn, scope, query, best, blobs), want)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
@@ -961,12 +957,12 @@ def semantic_half(
     assert query.vector is not None
     span = query.window if in_span else None
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of, span)
-    depth = query.limit if query.mode == "semantic" else _hybrid_depth(query.limit)
-    if query.mode == "hybrid" and not in_span:
+    hybrid = query.mode == "hybrid"
+    depth = _hybrid_depth(query.limit) if hybrid else query.limit
+    if hybrid and not in_span:
         depth = max(depth, centering.depth)
     vectors = backend(conn).vectors
     few = _few_in_span(conn, scope) if span is not None and not vectors.in_database else None
-    hybrid = query.mode == "hybrid"
     # Hybrid: the access check hands out the candidates' vectors, and centered() scores
     # them exactly (any it lacks, it reads).
     blobs: dict[int, bytes] = {}
@@ -976,13 +972,7 @@ def semantic_half(
         nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
         nearest = semantic_ranking(
-            conn,
-            scope,
-            index,
-            query.vector,
-            depth,
-            rescore=not hybrid,
-            vectors=blobs if hybrid else None,
+            conn, scope, index, query.vector, depth, rescore=not hybrid, vectors=blobs
         )
     if not hybrid:
         return [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
@@ -1002,11 +992,7 @@ def centered(
     question, with their cosine distance, in the order of the question less what its
     nearest share (see Centering). A fact whose vector is gone is left out. `known`:
     stored vectors read already, by id (the others are read here)."""
-    blobs = dict(known or {})
-    missing = [fid for fid in ids if fid not in blobs]
-    if missing:
-        blobs.update(_blobs_of(conn, missing))
-    found, matrix = _stacked(ids, blobs, query.shape[0])
+    found, matrix = _stacked(ids, _blobs_of(conn, ids, known), query.shape[0])
     similarity = matrix @ query
     nearest = sorted(
         (i for i in range(len(found)) if similarity[i] >= min_cosine),
