@@ -1,34 +1,22 @@
-"""Retrieval quality per search mode on generated multi-session conversations.
+"""Retrieval quality per search mode on three shapes of memory (bench/datasets.py).
 
-    python -m bench.quality [--split dev|held] [--long] [--worded] [--smoke]
+    python -m bench.quality [--split dev|held] [--shape chats,chats-worded,beam,notes]
                             [--modes keyword,semantic,hybrid] [--model minilm-l6|fake]
+                            [--beam PATH] [--smoke]
 
-The data is bench/convgen.py's (see bench/CONVGEN.md): long two-speaker
-conversations, one fact per turn, and questions asked later in other words, of four
-kinds: single (one turn answers), multi (two or more turns), temporal (when, before,
-last month) and none (nothing in the conversation answers); `--long` takes the same
-seeds as conversations about twice as long (~640 turns), `--worded` the same
-conversations asked in the words that were said (where keyword search is the stronger
-half, as it was on the outside benchmark that opened issue 17). `--model fake` is the
-lexical test embedder: a model weaker than keyword search, as a small model is on
-questions that name their thing. Each conversation gets a
-FRESH memory (its own temporary EMBORNAL_HOME): the turns are stored through the store
-service with the clock at each turn's time, and each question is asked through
-`Memory.search` (peek, limit 10) in every mode.
+Each memory (a conversation, a BEAM chat, a person's notes) gets a FRESH memory of its
+own (a temporary EMBORNAL_HOME): its facts are stored through the store service with the
+clock at each fact's time (supersedes and deletes at theirs), and each question is asked
+through `Memory.search` (peek, limit 10) in every mode, with the clock at the question's
+`asked_at`. The starter facts under /memory are there, as in every new memory.
 
-The tables give recall@5 and recall@10 (the share of a question's evidence turns on
-the first 5 / 10 results) and MRR@10 (1 / the position of the first evidence turn, 0
-past ten) per mode and kind, each with a 95% bootstrap interval (questions resampled,
-1000 times, fixed seed), then hybrid minus each single mode (a paired bootstrap of the
-difference). For the no-answer questions: the share whose page came back EMPTY (the
-precision on no-answer questions) and the mean number of results.
+Per shape, the tables give recall@5 and MRR@10 per mode and question kind with 95%
+bootstrap intervals (questions resampled, 1000 times, fixed seed), then hybrid minus each
+single mode (a paired bootstrap of the difference), and for the questions with no answer
+the share answered with an EMPTY page beside answerable recall@5: the floor's trade.
 
-Tune on dev only; held is reported, never looked at while tuning. To compare other
-rankings on dev, reuse the pieces:
-
-    with build_split("dev") as memories:
-        rankings = rank_with(memories, lambda memory, question: [...fact ids...])
-        print_report({"mine": evaluate(rankings, questions_of(memories))})
+Tune on dev only; held is reported, never looked at while deciding. The model's vectors
+are kept between runs in bench/out/ (bench/embed_cache.py): a second run embeds nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -56,11 +44,12 @@ from app.services import facts as fact_service
 from app.services.facts import NewFact
 from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
-from bench import convgen, machine
+from bench import datasets, machine
+from bench.datasets import Ask, Corpus
+from bench.embed_cache import CachedEmbedder
 
 MODELS = {"minilm-l6": 384, "fake": 384}
 MODES = ("keyword", "semantic", "hybrid")
-ANSWERED = ("single", "multi", "temporal")  # the kinds with evidence, in the tables
 LIMIT = 10
 RESAMPLES = 1000
 BOOTSTRAP_SEED = 17
@@ -68,25 +57,28 @@ BOOTSTRAP_SEED = 17
 
 @dataclass
 class Handle:
-    """One conversation's memory, ready to be searched."""
+    """One memory, built and ready to be searched."""
 
-    conversation: convgen.Conversation
+    corpus: Corpus
     runtime: Runtime
     memory: Memory
-    ids: dict[str, int]  # generated fact id -> the memory's fact id
+    clock: TurnClock
+    ids: dict[str, int]  # the data's fact id -> the memory's fact id
     names: dict[int, str]  # and back
 
 
 class TurnClock:
-    """The memory's clock: set to each turn's time before it is stored, so created_at
-    is the turn's (session dates and the minutes between turns), then left at the time
-    the questions are asked."""
+    """The memory's clock: set to each fact's time before it is stored, so created_at
+    is the fact's, then to each question's asked_at before it is asked."""
 
     def __init__(self) -> None:
         self.now = 0.0
 
     def __call__(self) -> float:
         return self.now
+
+    def at(self, iso: str) -> None:
+        self.now = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def load_model(name: str, home: Path) -> Embedder:
@@ -98,13 +90,12 @@ def load_model(name: str, home: Path) -> Embedder:
     )
     embedder = load_embedder(settings)
     assert embedder is not None
-    return embedder
+    return CachedEmbedder(embedder)
 
 
-def build_memory(
-    conv: convgen.Conversation, embedder: Embedder, home: Path, *, batch: int = 256
-) -> Handle:
-    """A fresh memory holding the conversation, one fact per turn at the turn's time."""
+def build_memory(corpus: Corpus, embedder: Embedder, home: Path) -> Handle:
+    """A fresh memory holding the corpus: each fact stored at its time (superseding what
+    it names), each deletion made at its time, in the order they happened."""
     settings = Settings(
         dirs=Dirs(home, home, home),
         embedding={"model": "none", "width": MODELS.get(embedder.name, 384), "download": False},
@@ -114,84 +105,80 @@ def build_memory(
     clock = TurnClock()
     memory = Memory(runtime, clock=clock)
     ids: dict[str, int] = {}
-    items = conv.facts
-    for start in range(0, len(items), batch):
-        chunk = items[start : start + batch]
-        # The model runs before the write transaction, as Memory.store_batch does it;
-        # each turn is then stored at its own time in that one transaction.
-        checked = fact_service.validate_new_facts(
-            [NewFact(f.path, f.content) for f in chunk], settings.limits
-        )
-        vectors = embedding_service.embed_for_store(embedder, [c.content for c in checked])
-        with memory.transaction(write=True) as (conn, ctx):
-            for fact, item, vector in zip(chunk, checked, vectors, strict=True):
-                clock.now = datetime.fromisoformat(fact.created_at).timestamp()
-                stored = fact_service.store_facts(conn, ctx, [item], vectors=[vector])
-                ids[fact.id] = stored[0].id
-    clock.now = datetime.fromisoformat(conv.questions[0].asked_at).timestamp()
-    return Handle(conv, runtime, memory, ids, {v: k for k, v in ids.items()})
-
-
-def conversations(
-    split: str, *, long: bool = False, worded: bool = False
-) -> list[convgen.Conversation]:
-    return convgen.split(split, long=long, worded=worded)
+    # The model runs before the write transaction, as Memory.store_batch does it.
+    vectors = embedding_service.embed_for_store(embedder, [f.content for f in corpus.facts])
+    vector_of = {f.id: v for f, v in zip(corpus.facts, vectors, strict=True)}
+    events = [(f.created_at, 0, f) for f in corpus.facts]
+    events += [(f.deleted_at, 1, f) for f in corpus.facts if f.deleted_at]
+    events.sort(key=lambda e: (datetime.fromisoformat(e[0].replace("Z", "+00:00")), e[1]))
+    with memory.transaction(write=True) as (conn, ctx):
+        for when, deleting, item in events:
+            clock.at(when)
+            if deleting:
+                fact_service.delete_fact(conn, ctx, ids[item.id])
+                continue
+            new = NewFact(
+                item.path,
+                item.content,
+                item.tags,
+                ids[item.supersedes] if item.supersedes else None,
+            )
+            stored = fact_service.store_facts(conn, ctx, [new], vectors=[vector_of[item.id]])
+            ids[item.id] = stored[0].id
+    return Handle(corpus, runtime, memory, clock, ids, {v: k for k, v in ids.items()})
 
 
 @contextmanager
-def build_split(
-    split: str = "dev",
-    *,
-    model: str = "minilm-l6",
-    progress: bool = False,
-    long: bool = False,
-    worded: bool = False,
+def build_all(
+    corpora: Sequence[Corpus], *, model: str = "minilm-l6", progress: bool = False
 ) -> Iterator[list[Handle]]:
-    """Every conversation of a split in its own fresh memory (closed at the end)."""
+    """Every corpus in its own fresh memory (closed at the end)."""
     with tempfile.TemporaryDirectory(prefix="embornal-quality-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         embedder = load_model(model, root / "model")
         handles = []
-        for conv in conversations(split, long=long, worded=worded):
+        for corpus in corpora:
             started = time.perf_counter()
-            handle = build_memory(conv, embedder, root / conv.id)
+            handle = build_memory(corpus, embedder, root / corpus.id)
             stack.callback(handle.runtime.close)
             handles.append(handle)
             if progress:
                 print(
-                    f"  {conv.id}: {len(conv.facts)} facts, {len(conv.questions)} "
+                    f"  {corpus.id}: {len(corpus.facts)} facts, {len(corpus.questions)} "
                     f"questions, stored in {time.perf_counter() - started:.1f}s",
                     flush=True,
                 )
         yield handles
 
 
-def questions_of(handles: Sequence[Handle]) -> list[convgen.Question]:
-    return [q for h in handles for q in h.conversation.questions]
+def questions_of(handles: Sequence[Handle]) -> list[Ask]:
+    return [q for h in handles for q in h.corpus.questions]
 
 
-RankFn = Callable[[Handle, convgen.Question], list[str]]
+RankFn = Callable[[Handle, Ask], list[str]]
 
 
 def rank_with(handles: Sequence[Handle], fn: RankFn) -> dict[str, list[str]]:
-    """The ranking `fn(memory, question)` gives (generated fact ids, best first) for
-    every question of the split: the hook to compare other fusions on dev."""
-    return {q.id: fn(h, q) for h in handles for q in h.conversation.questions}
+    """The ranking `fn(memory, question)` gives (the data's fact ids, best first) for
+    every question, with the memory's clock at the question's asked_at."""
+    out = {}
+    for h in handles:
+        for q in h.corpus.questions:
+            h.clock.at(q.asked_at)
+            out[q.id] = fn(h, q)
+    return out
 
 
 def search_mode(mode: str, limit: int = LIMIT) -> RankFn:
     """The service's own ranking: Memory.search in one mode, peeked (no recalls).
+    A fact of the memory's own (the starter facts under /memory) is a wrong answer."""
 
-    The memory's clock stands at the questions' `asked_at` (build_memory), so a time
-    span a question names ("last week") is read from that moment, as a server reads
-    it from now."""
-
-    def rank(handle: Handle, question: convgen.Question) -> list[str]:
+    def rank(handle: Handle, question: Ask) -> list[str]:
         page = handle.memory.search(
             "default",
             SearchRequest(q=question.text, mode=mode, limit=limit, peek=True),  # type: ignore[arg-type]
         )
-        return [handle.names[r.fact.id] for r in page.results if r.fact.id in handle.names]
+        return [handle.names.get(r.fact.id, f"memory-{r.fact.id}") for r in page.results]
 
     return rank
 
@@ -203,15 +190,15 @@ def search_mode(mode: str, limit: int = LIMIT) -> RankFn:
 class Metrics:
     """Per-question figures, aligned with `questions` (answerable ones and no-answer)."""
 
-    questions: list[convgen.Question]
+    questions: list[Ask]
     recall5: np.ndarray
     recall10: np.ndarray
     rr10: np.ndarray
-    empty: np.ndarray  # 1.0 when the page was empty (meaningful for kind none)
+    empty: np.ndarray  # 1.0 when the page was empty (meaningful for no-answer questions)
     returned: np.ndarray  # the number of results
 
 
-def evaluate(rankings: dict[str, list[str]], questions: Sequence[convgen.Question]) -> Metrics:
+def evaluate(rankings: dict[str, list[str]], questions: Sequence[Ask]) -> Metrics:
     r5, r10, rr, empty, returned = [], [], [], [], []
     for q in questions:
         found = rankings.get(q.id, [])
@@ -242,14 +229,20 @@ def bootstrap(values: np.ndarray, *, seed: int = BOOTSTRAP_SEED) -> tuple[float,
 
 
 def select(m: Metrics, kind: str | None) -> np.ndarray:
-    """Indexes of the questions of one kind (None: every answerable question)."""
-    return np.asarray(
-        [i for i, q in enumerate(m.questions) if (q.kind == kind if kind else q.kind in ANSWERED)],
-        dtype=int,
-    )
+    """Indexes of the questions of one kind (None: every answerable question; "-": every
+    question with no answer)."""
+
+    def keep(q: Ask) -> bool:
+        if kind is None:
+            return bool(q.relevant)
+        if kind == "-":
+            return not q.relevant
+        return q.kind == kind
+
+    return np.asarray([i for i, q in enumerate(m.questions) if keep(q)], dtype=int)
 
 
-METRICS = (("recall5", "R@5"), ("recall10", "R@10"), ("rr10", "MRR@10"))
+METRICS = (("recall5", "R@5"), ("rr10", "MRR@10"))
 
 
 def cell(mean: float, low: float, high: float, signed: bool = False) -> str:
@@ -257,17 +250,16 @@ def cell(mean: float, low: float, high: float, signed: bool = False) -> str:
     return f"{fmt.format(mean)} [{fmt.format(low)}, {fmt.format(high)}]"
 
 
-def kinds_with_counts(m: Metrics) -> list[tuple[str | None, str]]:
-    out: list[tuple[str | None, str]] = []
-    for kind in ANSWERED:
-        out.append((kind, f"{kind} ({len(select(m, kind))})"))
+def answered_kinds(m: Metrics) -> list[tuple[str | None, str]]:
+    kinds = sorted({q.kind for q in m.questions if q.relevant})
+    out: list[tuple[str | None, str]] = [(k, f"{k} ({len(select(m, k))})") for k in kinds]
     out.append((None, f"all ({len(select(m, None))})"))
     return out
 
 
 def print_report(results: dict[str, Metrics]) -> None:
     first = next(iter(results.values()))
-    columns = kinds_with_counts(first)
+    columns = answered_kinds(first)
     for attr, label in METRICS:
         print(f"\n{label} per mode and question kind (mean [95% bootstrap interval]):\n")
         print("| mode | " + " | ".join(name for _, name in columns) + " |")
@@ -288,31 +280,38 @@ def print_report(results: dict[str, Metrics]) -> None:
                 diff = getattr(hybrid, attr) - getattr(m, attr)
                 cells = [cell(*bootstrap(diff[select(m, k)]), signed=True) for k, _ in columns]
                 print(f"| {label} | {mode} | " + " | ".join(cells) + " |")
-    none_idx = select(first, "none")
+    none_idx = select(first, "-")
     if len(none_idx):
-        print(f"\nno-answer questions ({len(none_idx)}): empty page = precision on them\n")
-        print("| mode | empty pages | mean results returned |")
-        print("|---|---|---|")
+        answered = select(first, None)
+        print(
+            f"\nthe floor's trade: answerable R@5 ({len(answered)}) beside the share of the "
+            f"{len(none_idx)} no-answer questions answered with an empty page\n"
+        )
+        print("| mode | answerable R@5 | empty pages (no answer) | mean results (no answer) |")
+        print("|---|---|---|---|")
         for mode, m in results.items():
+            r5 = m.recall5[answered].mean()
             empty = bootstrap(m.empty[none_idx])
             returned = m.returned[none_idx].mean()
-            print(f"| {mode} | {cell(*empty)} | {returned:.2f} |")
+            print(f"| {mode} | {r5:.3f} | {cell(*empty)} | {returned:.2f} |")
 
 
 def write_rankings(
     target: Path, handles: Sequence[Handle], rankings: dict[str, dict[str, list[str]]]
 ) -> None:
-    """Each question, its evidence and each mode's page (with the turns' text), to read."""
+    """Each question, its evidence and each mode's page (with the facts' text), to read."""
     out = []
     for handle in handles:
-        text = {f.id: f.content for f in handle.conversation.facts}
-        for q in handle.conversation.questions:
+        text = {f.id: f.content for f in handle.corpus.facts}
+        for q in handle.corpus.questions:
             out.append(
                 {
-                    **asdict(q),
+                    "id": q.id,
+                    "kind": q.kind,
+                    "text": q.text,
                     "evidence": [text[r] for r in q.relevant],
                     "found": {
-                        mode: [[fid, text[fid], fid in q.relevant] for fid in ranked[q.id]]
+                        mode: [[fid, text.get(fid, fid), fid in q.relevant] for fid in ranked[q.id]]
                         for mode, ranked in rankings.items()
                     },
                 }
@@ -322,14 +321,48 @@ def write_rankings(
     print(f"wrote {target}")
 
 
+def run_shape(
+    shape: str, split: str, modes: Sequence[str], model: str, *, beam: Path | None,
+    rankings_to: Path | None = None, progress: bool = True,
+) -> dict[str, Metrics]:  # fmt: skip
+    """Build every memory of one shape and split, ask every question in every mode, and
+    print the report."""
+    corpora = datasets.load(shape, split, beam_path=beam)
+    started = time.perf_counter()
+    with build_all(corpora, model=model, progress=progress) as handles:
+        built = time.perf_counter() - started
+        questions = questions_of(handles)
+        results: dict[str, Metrics] = {}
+        rankings: dict[str, dict[str, list[str]]] = {}
+        timings: dict[str, float] = {}
+        for mode in modes:
+            t0 = time.perf_counter()
+            rankings[mode] = rank_with(handles, search_mode(mode))
+            timings[mode] = time.perf_counter() - t0
+            results[mode] = evaluate(rankings[mode], questions)
+        if rankings_to:
+            write_rankings(rankings_to, handles, rankings)
+    facts = sum(len(h.corpus.facts) for h in handles)
+    print(
+        f"\n## {shape}, {split}: {len(handles)} memories, {facts} facts, {len(questions)} "
+        f"questions; model {model}; limit {LIMIT}, peek"
+    )
+    print_report(results)
+    print(
+        f"\nbuilt in {built:.1f}s; searched in "
+        + ", ".join(f"{mode} {t:.1f}s" for mode, t in timings.items())
+    )
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=tuple(convgen.SPLITS), default="dev")
-    parser.add_argument("--long", action="store_true", help="conversations twice as long")
-    parser.add_argument("--worded", action="store_true", help="questions in the turns' words")
-    parser.add_argument("--smoke", action="store_true", help="one small conversation, seconds")
+    parser.add_argument("--split", choices=("dev", "held"), default="dev")
+    parser.add_argument("--shape", default=None, help="comma-separated; default: every shape")
+    parser.add_argument("--smoke", action="store_true", help="one small memory a shape, seconds")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     parser.add_argument("--model", choices=tuple(MODELS), default=None)
+    parser.add_argument("--beam", help="where BEAM was fetched (else EMBORNAL_BEAM)")
     parser.add_argument(
         "--rankings",
         type=Path,
@@ -344,37 +377,21 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(modes) - set(MODES)
     if unknown:
         parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
+    beam = datasets.beam_root(args.beam)
+    shapes = args.shape.split(",") if args.shape else [
+        s for s in datasets.SHAPES if s != "beam" or beam is not None
+    ]  # fmt: skip
     split = "smoke" if args.smoke else args.split
     model = args.model or ("fake" if args.smoke else "minilm-l6")
     machine.report_load()
-    started = time.perf_counter()
-    with build_split(
-        split, model=model, progress=not args.smoke, long=args.long, worded=args.worded
-    ) as handles:
-        built = time.perf_counter() - started
-        questions = questions_of(handles)
-        results: dict[str, Metrics] = {}
-        rankings: dict[str, dict[str, list[str]]] = {}
-        timings: dict[str, float] = {}
-        for mode in modes:
-            t0 = time.perf_counter()
-            rankings[mode] = rank_with(handles, search_mode(mode))
-            timings[mode] = time.perf_counter() - t0
-            results[mode] = evaluate(rankings[mode], questions)
+    for shape in shapes:
+        target = None
         if args.rankings:
-            write_rankings(args.rankings, handles, rankings)
-    facts = sum(len(h.conversation.facts) for h in handles)
-    counts = {k: sum(q.kind == k for q in questions) for k in convgen.KINDS}
-    label = convgen.label(split, long=args.long, worded=args.worded)
-    print(
-        f"\nsplit {label}: {len(handles)} conversations, {facts} facts, {len(questions)} "
-        f"questions {counts}; model {model}; limit {LIMIT}, peek"
-    )
-    print_report(results)
-    print(
-        f"\nbuilt in {built:.1f}s; searched in "
-        + ", ".join(f"{mode} {t:.1f}s" for mode, t in timings.items())
-    )
+            target = args.rankings.with_name(f"{args.rankings.stem}-{shape}.json")
+        run_shape(shape, split, modes, model, beam=beam, rankings_to=target,
+                  progress=not args.smoke)  # fmt: skip
+    if beam is None and not args.shape:
+        print("\n(beam: not fetched; give --beam PATH or EMBORNAL_BEAM to include it)")
 
 
 if __name__ == "__main__":

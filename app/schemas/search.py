@@ -46,52 +46,49 @@ class SearchIn(RequestModel):
 class Scores(BaseModel):
     """The scores a result was ranked by; which ones are present depends on the mode.
 
-    None of them depends on facts the reader cannot see: keyword and fused scores
-    come from positions among the reader's own results, cosine from the fact and
-    the query alone.
+    None of them depends on a fact the reader cannot see, nor on a deleted or superseded
+    one: keyword statistics are counted over the reader's own current matches, cosine is
+    the fact's and the query's own, and relevance weighs those.
     """
 
     keyword: float | None = Field(
         default=None,
         description=(
-            "Keyword rank score, 1/position among the keyword matches you can see "
-            "(1 for the best, 0.5 for the second...). Facts holding every content word "
-            "of the query come before those holding only some."
+            "BM25 of the fact for the query's words, counted over the facts you can see "
+            "that hold any of them (how many hold each word, their lengths); higher is "
+            "better"
         ),
     )
     all_words: bool | None = Field(
         default=None,
         description=(
-            "Keyword match: true when the fact holds every content word of the query "
-            "(stop words such as 'the' or 'or' never count), false when it holds some "
-            "of them (the relaxed match that fills the page)"
+            "Keyword mode: true when the fact holds every word of the query that carries a "
+            "topic (stop words such as 'the' or 'or' never count)"
+        ),
+    )
+    words_held: float | None = Field(
+        default=None,
+        description=(
+            "The share of the query's words the fact holds, each word weighed by how rare "
+            "it is among your facts that hold any of them (0 to 1)"
         ),
     )
     cosine: float | None = Field(
         default=None, description="Cosine similarity of the fact's embedding to the query's"
     )
-    words_held: float | None = Field(
+    relevance: float | None = Field(
         default=None,
         description=(
-            "Hybrid, keyword matches: the share of the query's content words the fact "
-            "holds, each word weighed by how rare it is among your keyword matches "
-            "(0 to 1); a keyword match counts that much in the fusion"
-        ),
-    )
-    rrf: float | None = Field(
-        default=None,
-        description=(
-            "Hybrid: weighted reciprocal rank fusion, the sum of weight/(60 + position) "
-            "over the semantic ranking (weight 1; its 100 nearest facts, ordered by the "
-            "query less what its 10 nearest share) and the keyword ranking (weight "
-            "`words_held`), doubled for a fact created in the time span the query names"
+            "Hybrid: the estimated chance (0 to 1) that the fact answers the query, from its "
+            "cosine, the words it holds and where it stands among the other candidates, "
+            "weighed by a model fitted on development data (docs/search.md)"
         ),
     )
     in_window: bool | None = Field(
         default=None,
         description=(
             "Hybrid: true when the query names a time span ('last week', 'in May', "
-            "'3 days ago') and the fact was created in it, which boosts it"
+            "'3 days ago') and the fact was created in it"
         ),
     )
 
@@ -101,7 +98,7 @@ class SearchResult(BaseModel):
     score: float = Field(
         description=(
             "What the results are ordered by, higher is better: `keyword` in keyword "
-            "mode, `cosine` in semantic mode, `rrf` in hybrid mode"
+            "mode, `cosine` in semantic mode, `relevance` in hybrid mode"
         )
     )
     scores: Scores

@@ -70,6 +70,20 @@ class Window:
     words: str
 
 
+# What a date can hold: a span the question names is clamped to these, so "3000000 days
+# ago" or "on December 31st 9999" name a span at the edge of time, never an error.
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def _shift(moment: datetime, days: float) -> datetime:
+    """`moment` moved by `days`, clamped to what a date can hold."""
+    try:
+        return moment + timedelta(days=days)
+    except OverflowError:
+        return LATEST if days > 0 else EARLIEST
+
+
 def _number(word: str) -> int:
     return int(word) if word.isdigit() else NUMBERS[word.lower()]
 
@@ -79,7 +93,10 @@ def _day_start(moment: datetime) -> datetime:
 
 
 def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
+    year = min(max(year, EARLIEST.year), LATEST.year)
     start = datetime(year, month, 1, tzinfo=UTC)
+    if (year, month) == (LATEST.year, 12):
+        return start, LATEST
     end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
     return start, end
 
@@ -102,10 +119,10 @@ def _span(name: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetim
         return today, today + timedelta(days=1)
     if name == "ago":
         days = _number(m.group(1)) * UNITS[m.group(2).lower()]
-        center = now - timedelta(days=days)
+        center = _shift(now, -days)
         # "two weeks ago" is vague by about half a unit either way.
-        slack = timedelta(days=max(1.0, UNITS[m.group(2).lower()] / 2))
-        return center - slack, center + slack
+        slack = max(1.0, UNITS[m.group(2).lower()] / 2)
+        return _shift(center, -slack), _shift(center, slack)
     if name in ("last_unit", "this_unit"):
         unit = m.group(1).lower()
         last = name == "last_unit"
@@ -127,7 +144,7 @@ def _span(name: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetim
         return start, (datetime(now.year, 1, 1, tzinfo=UTC) if last else now)
     if name == "last_n":
         days = _number(m.group(1)) * UNITS[m.group(2).lower()]
-        return now - timedelta(days=days), now
+        return _shift(now, -days), now
     if name == "season":
         first, last_month = SEASONS[m.group(2).lower()]
         year = now.year
@@ -150,11 +167,11 @@ def _span(name: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetim
         year = int(m.group(3)) if m.group(3) else now.year
         try:
             day = datetime(year, month, int(day_word), tzinfo=UTC)
+            if not m.group(3) and day > now:
+                day = day.replace(year=year - 1)
         except ValueError:
-            return None
-        if not m.group(3) and day > now:
-            day = day.replace(year=year - 1)
-        return day, day + timedelta(days=1)
+            return None  # no such day (February 30th, the year 0)
+        return day, _shift(day, 1)
     if name == "month":
         month = MONTHS.get(m.group(2).lower(), 5)
         if m.group(1).lower() == "since":

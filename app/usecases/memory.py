@@ -47,8 +47,8 @@ from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
+from app.services import ranking, transfer
 from app.services import search as search_service
-from app.services import transfer
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
@@ -533,6 +533,15 @@ class Memory:
         with self.transaction(subject, write=recalls) as (conn, ctx):
             return search_service.deliver(conn, ctx, ranking, peek=request.peek)
 
+    def hybrid_candidates(self, subject: str, request: SearchRequest) -> search_service.Candidates:
+        """The candidates a hybrid search of `request` weighs, with their features: what
+        `python -m bench.fit_ranking` fits the ranking on. Reads only; never a recall."""
+        embedder = self.runtime.embedder
+        checked = replace(request, mode="hybrid")
+        query = self._prepare_search(checked, embedder)
+        with self.transaction(subject) as (conn, ctx):
+            return search_service.candidates(conn, ctx, query, self.runtime.vector_index)
+
     def _moment(self, subject: str, as_of: str | None) -> float | None:
         """`as_of` checked against the memory (app.services.facts.moment), or None."""
         if as_of is None:
@@ -576,9 +585,7 @@ class Memory:
                 conn, ctx, query, rt.vector_index, keyword=half, semantic=semantic
             )
 
-    def _keyword_half(
-        self, subject: str, query: search_service.Query
-    ) -> search_service.KeywordHalf:
+    def _keyword_half(self, subject: str, query: search_service.Query) -> search_service.Keyword:
         with self.transaction(subject) as (conn, ctx):
             return search_service.keyword_half(conn, ctx, query)
 
@@ -590,9 +597,11 @@ class Memory:
         self, request: SearchRequest, embedder: Embedder | None, *, embed_now: bool = True
     ) -> search_service.Query:
         rt = self.runtime
+        # Semantic search's no-match floor (hybrid weighs every candidate instead).
         floor = rt.settings.search.min_cosine
         if floor is None:
-            floor = catalog.min_cosine(embedder.name) if embedder is not None else -1.0
+            semantic = request.mode == "semantic" and embedder is not None
+            floor = ranking.cosine_floor(embedder.name) if semantic else -1.0
         return search_service.prepare(
             q=request.q,
             embedder=embedder,

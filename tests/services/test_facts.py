@@ -270,7 +270,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     me = actor()
     with me.tx() as (conn, ctx):
         before = (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec))
-        fts_before = backend(conn).keywords.document_frequency(conn, '"phoenix"')
+        fts_before = backend(conn).keywords.document_frequency(conn, "phoenix")
 
     def broken(*_args, **_kwargs):
         raise RuntimeError("disk on fire")
@@ -281,7 +281,7 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     with me.tx() as (conn, ctx):
         assert (count(conn, facts), count(conn, fact_tags), count(conn, facts_vec)) == before
         assert path_service.find_path_id(conn, "/crash") is None
-        fts_after = backend(conn).keywords.document_frequency(conn, '"phoenix"')
+        fts_after = backend(conn).keywords.document_frequency(conn, "phoenix")
         assert fts_after == fts_before == 0
 
 

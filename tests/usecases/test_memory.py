@@ -82,5 +82,5 @@ def test_a_hybrid_search_ranks_its_keyword_half_while_the_query_is_embedded(
     rt.embedder = WaitsForTheKeywordHalf(TEST_WIDTH)
     page = memory.search("default", SearchRequest(q="otter weir", mode="hybrid", peek=True))
     assert page.results[0].fact.id == kept.id
-    assert page.results[0].scores["all_words"] is True and "cosine" in page.results[0].scores
+    assert page.results[0].scores["words_held"] == 1.0 and "cosine" in page.results[0].scores
     assert threads and threads[0].startswith("search-half")

@@ -30,24 +30,25 @@ from app.db.statements import Statements
 
 
 class Keywords(Protocol):
-    def ranked(
-        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
-    ) -> list[tuple[int, float]]:
-        """(fact id, score) of the facts holding every chunk (or any, with `any_word`),
-        best first, at most `limit`; a lower score is better. Chunks are quoted phrases
-        as app.services.search.fts_chunks makes them."""
+    """The keyword index. A term is one word of a query (letters and digits, as
+    app.services.search.query_terms gives it): the index matches it by its stem."""
+
+    def matches_statement(self, clauses: list[Any]) -> Any:
+        """A statement for the facts that pass `clauses` and hold `:term`, newest (highest
+        id) first, as (fact id, characters of content), at most `:limit`: it stops after
+        `:limit` rows pass, however many facts hold the term. match_params() binds it."""
         ...
 
-    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
-        """A statement for the facts that pass `clauses` and hold any of `chunks` chunks,
-        newest (highest id) first, as (fact id, score, content), at most `:limit`:
-        scored for those rows alone, so its cost is bounded by the limit however many
-        facts match. The scores are `ranked`'s; newest_params() binds it."""
+    def match_params(self, term: str, limit: int) -> dict[str, Any]: ...
+
+    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
+        """The facts among `ids` that hold `term` (the caller checked who may read them)."""
         ...
 
-    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]: ...
-
-    def document_frequency(self, conn: Connection, chunk: str) -> int: ...
+    def document_frequency(self, conn: Connection, term: str) -> int:
+        """Facts of the whole index holding `term`: for checks that the index is in step,
+        never for a score."""
+        ...
 
 
 class Vectors(Protocol):

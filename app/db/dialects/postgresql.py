@@ -41,10 +41,6 @@ from app.errors import Unavailable
 _VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
 # The migration's text-search configuration: English stems, no stop words (see there).
 TS_CONFIG = "embornal"
-# Content and queries are split into runs of letters and digits before parsing, as
-# FTS5's unicode61 tokenizer splits them: "ABC-123" is the words abc and 123 on
-# both backends (PostgreSQL's own parser would make a signed number of "-123").
-WORDS_ONLY = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
 # The advisory lock a migration holds (any constant no other tool of ours uses).
 SCHEMA_LOCK = 7_342_000
 # Each query asks HNSW for this many candidates at least (pgvector's ef_search). At
@@ -58,67 +54,40 @@ EF_SEARCH = 400
 OVERFETCH = 2
 
 
-def _unquote(chunk: str) -> str:
-    """A chunk from fts_chunks is an FTS5 phrase: "text", inner quotes doubled."""
-    if len(chunk) >= 2 and chunk[0] == chunk[-1] == '"':
-        return chunk[1:-1].replace('""', '"')
-    return chunk
+def _tsquery(term: Any) -> Any:
+    """The tsquery of one term, split into runs of letters and digits as FTS5's unicode61
+    tokenizer splits it: "ABC-123" is the words abc and 123 on both backends (PostgreSQL's
+    own parser would make a signed number of "-123")."""
+    return func.phraseto_tsquery(TS_CONFIG, func.regexp_replace(term, "[^[:alnum:]]+", " ", "g"))
+
+
+_TSV: Any = literal_column("facts.content_tsv")
 
 
 class PostgresKeywords:
-    def _query(self, chunks: Sequence[str], any_word: bool) -> tuple[str, dict[str, str]]:
-        params = {f"c{i}": _unquote(chunk) for i, chunk in enumerate(chunks)}
-        phrases = [
-            f"phraseto_tsquery('{TS_CONFIG}', {WORDS_ONLY.format(':' + name)})" for name in params
-        ]
-        return (" || " if any_word else " && ").join(phrases), params
-
-    def ranked(
-        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
-    ) -> list[tuple[int, float]]:
-        if not chunks:
-            return []
-        query, params = self._query(chunks, any_word)
-        # ts_rank with normalization 1 (divided by 1 + log of the length) stands in for
-        # bm25's length normalisation; negated so that lower is better, as bm25 is.
-        rows = conn.execute(
-            text(
-                f"SELECT f.id, -ts_rank(f.content_tsv, q.q, 1) AS score "
-                f"FROM facts f, (SELECT {query} AS q) q "
-                f"WHERE f.content_tsv @@ q.q ORDER BY score, f.id LIMIT :limit"
-            ),
-            {**params, "limit": limit},
-        ).all()
-        return [(int(fid), float(score)) for fid, score in rows]
-
-    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
-        # The same tsquery as _query() builds as text, made of expressions here so that
-        # the ACL's clauses can join it in one statement.
-        phrases = [
-            func.phraseto_tsquery(
-                TS_CONFIG, func.regexp_replace(bindparam(f"c{i}"), "[^[:alnum:]]+", " ", "g")
-            )
-            for i in range(chunks)
-        ]
-        query: Any = phrases[0]
-        for phrase in phrases[1:]:
-            query = query.op("||")(phrase)
-        tsv: Any = literal_column("facts.content_tsv")
+    def matches_statement(self, clauses: list[Any]) -> Any:
         return (
-            select(facts.c.id, -func.ts_rank(tsv, query, 1), facts.c.content)
-            .where(tsv.op("@@")(query), *clauses)
+            select(facts.c.id, func.length(facts.c.content))
+            .where(_TSV.op("@@")(_tsquery(bindparam("term"))), *clauses)
             .order_by(facts.c.id.desc())
             .limit(bindparam("limit"))
         )
 
-    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]:
-        return {**{f"c{i}": _unquote(c) for i, c in enumerate(chunks)}, "limit": limit}
+    def match_params(self, term: str, limit: int) -> dict[str, Any]:
+        return {"term": term, "limit": limit}
 
-    def document_frequency(self, conn: Connection, chunk: str) -> int:
-        query, params = self._query([chunk], False)
-        return conn.execute(
-            text(f"SELECT count(*) FROM facts WHERE content_tsv @@ ({query})"), params
-        ).scalar_one()
+    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
+        if not ids:
+            return set()
+        stmt = select(facts.c.id).where(
+            facts.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger))),
+            _TSV.op("@@")(_tsquery(bindparam("term"))),
+        )
+        return set(conn.execute(stmt, {"term": term, "ids": list(ids)}).scalars())
+
+    def document_frequency(self, conn: Connection, term: str) -> int:
+        stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))
+        return conn.execute(stmt.select_from(facts), {"term": term}).scalar_one()
 
 
 class PostgresVectors:

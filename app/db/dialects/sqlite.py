@@ -27,40 +27,39 @@ from app.db.statements import Statements
 from app.db.tables import facts, facts_fts
 
 _FTS: Any = literal_column("facts_fts")
-# Rank in FTS5 alone (fast, in C); the caller keeps the visible ones.
-_RANKED = (
-    select(facts_fts.c.rowid, func.bm25(_FTS))
-    .where(_FTS.op("MATCH")(bindparam("match")))
-    .order_by(literal_column("rank"))
-    .limit(bindparam("limit"))
-)
+
+
+def _phrase(term: str) -> str:
+    """An FTS5 string that holds `term` as one quoted phrase: no operator can hide in it."""
+    return '"' + term.replace('"', '""') + '"'
 
 
 class SqliteKeywords:
-    def ranked(
-        self, conn: Connection, chunks: Sequence[str], *, any_word: bool, limit: int
-    ) -> list[tuple[int, float]]:
-        match = (" OR " if any_word else " ").join(chunks)
-        rows = conn.execute(_RANKED, {"match": match, "limit": limit}).all()
-        return [(int(fid), float(score)) for fid, score in rows]
-
-    def newest_statement(self, clauses: list[Any], chunks: int) -> Any:
+    def matches_statement(self, clauses: list[Any]) -> Any:
         # FTS5 hands out its matches newest first (its doclists read backwards); with the
-        # LIMIT it stops early, and bm25 is computed for the rows returned alone.
+        # LIMIT it stops after that many rows pass the clauses.
         return (
-            select(facts_fts.c.rowid, func.bm25(_FTS), facts.c.content)
+            select(facts_fts.c.rowid, func.length(facts.c.content))
             .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
-            .where(_FTS.op("MATCH")(bindparam("match")), *clauses)
+            .where(_FTS.op("MATCH")(bindparam("term")), *clauses)
             .order_by(facts_fts.c.rowid.desc())
             .limit(bindparam("limit"))
         )
 
-    def newest_params(self, chunks: Sequence[str], limit: int) -> dict[str, Any]:
-        return {"match": " OR ".join(chunks), "limit": limit}
+    def match_params(self, term: str, limit: int) -> dict[str, Any]:
+        return {"term": _phrase(term), "limit": limit}
 
-    def document_frequency(self, conn: Connection, chunk: str) -> int:
+    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
+        if not ids:
+            return set()
+        stmt = select(facts_fts.c.rowid).where(
+            _FTS.op("MATCH")(bindparam("term")), _json_ids_in(facts_fts.c.rowid, "ids")
+        )
+        return set(conn.execute(stmt, {"term": _phrase(term), "ids": list(ids)}).scalars())
+
+    def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
-            select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(chunk))
+            select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(_phrase(term)))
         ).scalar_one()
 
 
@@ -90,6 +89,13 @@ class _JsonIds(TypeDecorator[Any]):
         return json.dumps([int(i) for i in value])
 
 
+def _json_ids_in(column: Any, name: str) -> Any:
+    # One JSON parameter: no limit on the number of ids, one statement to cache.
+    array = bindparam(name, type_=_JsonIds())
+    unpacked = select(text("value")).select_from(func.json_each(array))
+    return column.in_(unpacked.scalar_subquery())
+
+
 class SqliteBackend:
     name = "sqlite"
 
@@ -102,10 +108,7 @@ class SqliteBackend:
         return sqlite_insert(table)
 
     def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-        # One JSON parameter: no limit on the number of ids, one statement to cache.
-        array = bindparam(name, type_=_JsonIds())
-        unpacked = select(text("value")).select_from(func.json_each(array))
-        return column.in_(unpacked.scalar_subquery())
+        return _json_ids_in(column, name)
 
     def ids_locked_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         return self.ids_in(column, name)  # one writer at a time: no lock order to keep
