@@ -420,59 +420,64 @@ class Keyword:
     """The keyword half: each query word's newest visible matches, up to MATCH_WINDOW.
 
     `pool` (every fact holding any word) is the collection BM25 counts over: a word's
-    rarity is how few of the pool hold it. A word with a full window is common; whether
-    a fact outside its window holds it is asked of the index (held()).
+    rarity is how few of the pool hold it. A word with a full window is common among
+    what the reader sees: its older holders are not read, and a fact found by another
+    word is taken not to hold it. Its weight is then near nothing (a rarity under 0.02
+    with a hundred holders in a pool of a hundred), so asking the index of each
+    candidate (2-5 ms a common word at 10k facts) would move no order.
     """
 
     terms: tuple[str, ...]
     matches: Mapping[str, frozenset[int]]
     lengths: Mapping[int, int]  # characters of each pooled fact's content
-
-    @property
-    def pool(self) -> frozenset[int]:
-        return frozenset(self.lengths)
-
-    def common(self, term: str) -> bool:
-        return len(self.matches[term]) >= MATCH_WINDOW
+    # Hybrid's: the stored vectors of the best KEYWORD_DEPTH matches, and those of them
+    # created in the span the question names (read in the half's own snapshot).
+    vectors: Mapping[int, bytes] = dataclasses.field(default_factory=dict)
+    spanned: frozenset[int] = frozenset()
 
     def idf(self) -> dict[str, float]:
         df = {t: len(self.matches[t]) for t in self.terms}
         return ranking.rarity(df, len(self.lengths))
 
-    def held(self, conn: Connection, ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
-        """The query words each fact among `ids` (visible, checked before) holds."""
-        ids = list(ids)
-        holding = backend(conn).keywords.holding
-        outside = {
-            t: holding(conn, t, [i for i in ids if i not in self.matches[t]])
-            for t in self.terms
-            if self.common(t)
-        }
-        return {
-            fid: tuple(t for t in self.terms if fid in self.matches[t] or fid in outside.get(t, ()))
-            for fid in ids
-        }
+    def held(self, fact_id: int) -> tuple[str, ...]:
+        """The query words the fact holds (among those whose matches were read)."""
+        return tuple(t for t in self.terms if fact_id in self.matches[t])
 
-    def ranked(self, conn: Connection) -> list[tuple[int, float, tuple[str, ...]]]:
+    def ranked(self) -> list[tuple[int, float, tuple[str, ...]]]:
         """(fact id, BM25, words held) of every pooled fact, best first."""
-        held = self.held(conn, sorted(self.pool))
-        scores = ranking.bm25(held, self.idf(), self.lengths)
-        return sorted(((f, scores[f], held[f]) for f in held), key=lambda r: (-r[1], r[0]))
+        held: dict[int, list[str]] = {fid: [] for fid in self.lengths}
+        for term in self.terms:
+            for fid in self.matches[term]:
+                held[fid].append(term)
+        words = {fid: tuple(w) for fid, w in held.items()}
+        scores = ranking.bm25(words, self.idf(), self.lengths)
+        return sorted(((f, scores[f], words[f]) for f in words), key=lambda r: (-r[1], r[0]))
 
 
 def keyword_half(conn: Connection, ctx: Context, query: Query) -> Keyword:
-    """Read the keyword half of `query`: it needs no vector, so a hybrid search reads it
-    (in a snapshot of its own) while the query is embedded and the semantic half ranks."""
+    """Read the keyword half of `query`. It needs no vector, so a hybrid search reads it
+    in a snapshot of its own while the query is embedded; for hybrid it also reads what
+    the scoring needs of its best matches (their vectors, whether created in the span)."""
+    terms = query_terms(query.q)
+    if not terms:
+        return Keyword((), {}, {})
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     keywords = backend(conn).keywords
-    stmt = scope.statement("matches", keywords.matches_statement)
-    matches: dict[str, frozenset[int]] = {}
+    stmt = scope.statement(
+        f"matches-{len(terms)}", lambda clauses: keywords.matches_statement(clauses, len(terms))
+    )
+    found: dict[int, set[int]] = {i: set() for i in range(len(terms))}
     lengths: dict[int, int] = {}
-    for term in query_terms(query.q):
-        rows = conn.execute(stmt, keywords.match_params(term, MATCH_WINDOW)).all()
-        matches[term] = frozenset(int(fid) for fid, _ in rows)
-        lengths.update((int(fid), int(n)) for fid, n in rows)
-    return Keyword(tuple(matches), matches, lengths)
+    for term, fid, n in conn.execute(stmt, keywords.match_params(terms, MATCH_WINDOW)):
+        found[term].add(fid)
+        lengths[fid] = n
+    half = Keyword(terms, {t: frozenset(found[i]) for i, t in enumerate(terms)}, lengths)
+    if query.mode != "hybrid":
+        return half
+    best = [f for f, _, _ in half.ranked()[: _depth(KEYWORD_DEPTH, query.limit)]]
+    return dataclasses.replace(
+        half, vectors=_blobs_of(conn, best), spanned=_created_in(conn, best, query.window)
+    )
 
 
 def _created_within(start: Any, end: Any) -> list[Any]:
@@ -515,13 +520,12 @@ def _depth(least: int, limit: int) -> int:
     return max(least, 2 * limit)
 
 
-def semantic_half(
+def _nearest(
     conn: Connection, ctx: Context, query: Query, index: VectorIndex, *, in_span: bool = False
 ) -> tuple[list[tuple[int, float]], dict[int, bytes]]:
-    """(fact id, cosine distance) nearest first, as deep as `query`'s mode ranks, with
-    the stored vectors read on the way. Semantic search drops the candidates under the
-    query's cosine floor; hybrid keeps them for its model to weigh. With `in_span`,
-    among the facts created in the span the question names only."""
+    """(fact id, cosine distance) nearest first, as deep as `query`'s mode ranks, and
+    the stored vectors read on the way. With `in_span`, among the facts created in the
+    span the question names only."""
     assert query.vector is not None
     span = query.window if in_span else None
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of, span)
@@ -537,10 +541,40 @@ def semantic_half(
     elif vectors.in_database:
         nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
-        nearest = semantic_ranking(conn, scope, index, query.vector, depth, vectors=blobs)
-    if not hybrid:
-        nearest = [(fid, d) for fid, d in nearest if 1.0 - d >= query.min_cosine]
+        # Hybrid scores its candidates itself, from the vectors the access check hands
+        # out: the int8 order is enough to choose them.
+        nearest = semantic_ranking(
+            conn, scope, index, query.vector, depth, rescore=not hybrid, vectors=blobs
+        )
+    if hybrid:  # every candidate's vector, whichever way it was found
+        blobs = _blobs_of(conn, [f for f, _ in nearest], blobs)
     return nearest, blobs
+
+
+@dataclass(frozen=True)
+class Semantic:
+    """The semantic half: the nearest facts (cosine distance, nearest first), with
+    hybrid's the nearest created in the span the question names, the stored vectors
+    read on the way, and which of them were created in that span."""
+
+    nearest: list[tuple[int, float]]
+    in_span: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    vectors: Mapping[int, bytes] = dataclasses.field(default_factory=dict)
+    spanned: frozenset[int] = frozenset()
+
+
+def semantic_half(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Semantic:
+    """The semantic half of `query`. Semantic search drops the candidates under the
+    query's cosine floor; hybrid keeps them for its model to weigh, and reads the span's
+    nearest too."""
+    nearest, blobs = _nearest(conn, ctx, query, index)
+    if query.mode != "hybrid":
+        return Semantic([(f, d) for f, d in nearest if 1.0 - d >= query.min_cosine])
+    if query.window is None:
+        return Semantic(nearest, vectors=blobs)
+    in_span, span_blobs = _nearest(conn, ctx, query, index, in_span=True)
+    spanned = _created_in(conn, [f for f, _ in nearest], query.window)
+    return Semantic(nearest, in_span, {**blobs, **span_blobs}, spanned | {f for f, _ in in_span})
 
 
 @dataclass(frozen=True)
@@ -554,74 +588,52 @@ class Candidates:
     held: dict[int, float]  # the idf-weighted share of the query's words each holds
 
 
-def candidates(
-    conn: Connection,
-    ctx: Context,
-    query: Query,
-    index: VectorIndex,
-    *,
-    keyword: Keyword | None = None,
-    semantic: tuple[list[tuple[int, float]], dict[int, bytes]] | None = None,
-) -> Candidates:
-    """Hybrid's candidates and their features (app.services.ranking.FEATURES): each half
-    runs here unless `keyword` or `semantic` brings it, read in an earlier snapshot."""
+def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates:
+    """Hybrid's candidates, each half's, and their features (ranking.FEATURES), from what
+    the halves read: no statement of its own."""
     assert query.vector is not None
-    keyword = keyword if keyword is not None else keyword_half(conn, ctx, query)
-    nearest, blobs = semantic if semantic is not None else semantic_half(conn, ctx, query, index)
-    in_span: list[tuple[int, float]] = []
-    if query.window is not None:
-        in_span, span_blobs = semantic_half(conn, ctx, query, index, in_span=True)
-        blobs = {**blobs, **span_blobs}
-    ranked = keyword.ranked(conn)
+    ranked = keyword.ranked()
     best = [f for f, _, _ in ranked[: _depth(KEYWORD_DEPTH, query.limit)]]
-    ids = list(dict.fromkeys(best + [f for f, _ in nearest] + [f for f, _ in in_span]))
-    found, matrix = _stacked(ids, _blobs_of(conn, ids, blobs), query.vector.shape[0])
-    cosine = matrix @ query.vector if len(found) else np.empty(0, np.float32)
-    idf = keyword.idf()
+    nearest = [f for f, _ in semantic.nearest]
+    found = list(dict.fromkeys(best + nearest + [f for f, _ in semantic.in_span]))
+    # A fact not embedded yet (stored with no model) is a keyword match all the same:
+    # its vector counts as zero, so it is near nothing.
+    matrix = np.zeros((len(found), query.vector.shape[0]), np.float32)
+    have, rows = _stacked(found, {**keyword.vectors, **semantic.vectors}, query.vector.shape[0])
+    matrix[[found.index(f) for f in have]] = rows
+    cosine = (matrix @ query.vector).astype(np.float64)
     bm25 = {f: s for f, s, _ in ranked}
     best_bm25 = max(bm25.values(), default=0.0) or 1.0
-    held_words = {f: ranking.words_held(w, idf) for f, w in keyword.held(conn, found).items()}
+    idf = keyword.idf()
+    held = {f: ranking.words_held(keyword.held(f), idf) for f in found}
     near = np.argsort(-cosine, kind="stable")[:NEIGHBOURS]
     mean = matrix[near].mean(axis=0) if len(found) else np.zeros_like(query.vector)
     norm = float(np.linalg.norm(mean))
-    spanned = _created_in(conn, found, query.window)
+    spanned = keyword.spanned | semantic.spanned
     features = {
-        "cosine": cosine.astype(np.float64),
-        "words_held": np.array([held_words[f] for f in found]),
+        "cosine": cosine,
+        "words_held": np.array([held[f] for f in found]),
         "keyword_gap": np.array([bm25.get(f, 0.0) / best_bm25 for f in found]),
-        "neighbourhood": (matrix @ (mean / norm) if norm > 0 else np.zeros(len(found))).astype(
-            np.float64
-        ),
+        "neighbourhood": (matrix @ (mean / norm) if norm > 0 else 0.0 * cosine).astype(np.float64),
         "in_span": np.array([float(f in spanned) for f in found]),
     }
-    held = {f: s for f, s in held_words.items() if s > 0}
-    near_ids = {f for f, _ in nearest}
     return Candidates(
         found,
         features,
-        np.array([f in near_ids for f in found], dtype=bool),
+        np.isin(found, nearest),
         {f: bm25[f] for f in found if f in bm25},
-        held,
+        {f: s for f, s in held.items() if s > 0},
     )
 
 
-def rank(
-    conn: Connection,
-    ctx: Context,
-    query: Query,
-    index: VectorIndex,
-    *,
-    keyword: Keyword | None = None,
-    semantic: tuple[list[tuple[int, float]], dict[int, bytes]] | None = None,
-    model: ranking.Model | None = None,
-) -> Ranking:
+def rank(conn: Connection, ctx: Context, query: Query, index: VectorIndex) -> Ranking:
     """Rank the facts the subject may see; reads only (a read transaction will do).
     Scores are made for the page alone."""
     limit = query.limit
     if query.mode == "keyword":
         half = keyword_half(conn, ctx, query)
         idf = half.idf()
-        top = half.ranked(conn)[:limit]
+        top = half.ranked()[:limit]
         matched = {
             f: {
                 "keyword": s,
@@ -632,13 +644,20 @@ def rank(
         }
         return Ranking(query.mode, [(f, s) for f, s, _ in top], matched, query.sort, query.as_of)
     if query.mode == "semantic":
-        nearest, _ = semantic if semantic is not None else semantic_half(conn, ctx, query, index)
-        order = [(fid, 1.0 - distance) for fid, distance in nearest]
+        order = [(f, 1.0 - d) for f, d in semantic_half(conn, ctx, query, index).nearest]
         cosines = {fid: {"cosine": c} for fid, c in order}
         return Ranking(query.mode, order, cosines, query.sort, query.as_of)
+    return score(query, keyword_half(conn, ctx, query), semantic_half(conn, ctx, query, index))
+
+
+def score(
+    query: Query, keyword: Keyword, semantic: Semantic, model: ranking.Model | None = None
+) -> Ranking:
+    """Hybrid's page from its halves, read before (in one snapshot or two): the fitted
+    model's order and floor over their candidates. Reads nothing."""
     model = model or ranking.shipped()
-    found = candidates(conn, ctx, query, index, keyword=keyword, semantic=semantic)
-    order = [(found.ids[i], chance) for i, chance in model.page(found.features, limit)]
+    found = candidates(query, keyword, semantic)
+    order = [(found.ids[i], chance) for i, chance in model.page(found.features, query.limit)]
     position = {f: i for i, f in enumerate(found.ids)}
     scores: dict[int, dict[str, Any]] = {}
     for fid, relevance in order:

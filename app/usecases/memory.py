@@ -540,7 +540,9 @@ class Memory:
         checked = replace(request, mode="hybrid")
         query = self._prepare_search(checked, embedder)
         with self.transaction(subject) as (conn, ctx):
-            return search_service.candidates(conn, ctx, query, self.runtime.vector_index)
+            keyword = search_service.keyword_half(conn, ctx, query)
+            semantic = search_service.semantic_half(conn, ctx, query, self.runtime.vector_index)
+        return search_service.candidates(query, keyword, semantic)
 
     def _moment(self, subject: str, as_of: str | None) -> float | None:
         """`as_of` checked against the memory (app.services.facts.moment), or None."""
@@ -563,8 +565,8 @@ class Memory:
         own, on a worker thread, while this one embeds the query and ranks the semantic
         half (SQLite, numpy and onnxruntime release the GIL). No connection is held
         while waiting for the worker (which may need one from the same pool); the
-        halves are fused in a third short snapshot, and deliver() checks every id
-        again, so snapshots apart cannot hand out a fact deleted in between.
+        halves are scored with no statement of their own, and deliver() checks every
+        id again, so snapshots apart cannot hand out a fact deleted in between.
         """
         rt = self.runtime
         if checked.mode != "hybrid":
@@ -579,11 +581,7 @@ class Memory:
             if not rt.model_is_current(conn):
                 return None
             semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
-        half = keyword.result()
-        with self.transaction(subject) as (conn, ctx):
-            return search_service.rank(
-                conn, ctx, query, rt.vector_index, keyword=half, semantic=semantic
-            )
+        return search_service.score(query, keyword.result(), semantic)
 
     def _keyword_half(self, subject: str, query: search_service.Query) -> search_service.Keyword:
         with self.transaction(subject) as (conn, ctx):
@@ -600,8 +598,8 @@ class Memory:
         # Semantic search's no-match floor (hybrid weighs every candidate instead).
         floor = rt.settings.search.min_cosine
         if floor is None:
-            semantic = request.mode == "semantic" and embedder is not None
-            floor = ranking.cosine_floor(embedder.name) if semantic else -1.0
+            semantic = request.mode == "semantic"
+            floor = ranking.cosine_floor(embedder.name) if semantic and embedder else -1.0
         return search_service.prepare(
             q=request.q,
             embedder=embedder,

@@ -430,7 +430,11 @@ def test_a_fact_of_the_named_span_that_neither_half_reaches_still_makes_the_page
         query = search_service.embed(
             search_service.prepare(q="hiking with friends", embedder=model, mode="hybrid"), model
         )
-        plain = search_service.candidates(conn, ctx, query, rt.vector_index)
+        plain = search_service.candidates(
+            query,
+            search_service.keyword_half(conn, ctx, query),
+            search_service.semantic_half(conn, ctx, query, rt.vector_index),
+        )
     assert recent.id not in plain.ids
     dated = find(me, question, rt=rt, mode="hybrid", peek=True)
     found = {r.fact.id: r.scores for r in dated.results}

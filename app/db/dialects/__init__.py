@@ -33,17 +33,14 @@ class Keywords(Protocol):
     """The keyword index. A term is one word of a query (letters and digits, as
     app.services.search.query_terms gives it): the index matches it by its stem."""
 
-    def matches_statement(self, clauses: list[Any]) -> Any:
-        """A statement for the facts that pass `clauses` and hold `:term`, newest (highest
-        id) first, as (fact id, characters of content), at most `:limit`: it stops after
-        `:limit` rows pass, however many facts hold the term. match_params() binds it."""
+    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
+        """One statement for `terms` terms: for each, the facts that pass `clauses` and
+        hold it, newest (highest id) first, at most `:limit` of them, as (the term's
+        index, fact id, characters of content). Each term's walk stops after `:limit`
+        rows pass, however many facts hold it. match_params() binds it."""
         ...
 
-    def match_params(self, term: str, limit: int) -> dict[str, Any]: ...
-
-    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
-        """The facts among `ids` that hold `term` (the caller checked who may read them)."""
-        ...
+    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]: ...
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         """Facts of the whole index holding `term`: for checks that the index is in step,

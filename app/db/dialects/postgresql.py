@@ -24,10 +24,12 @@ from sqlalchemy import (
     bindparam,
     column,
     func,
+    literal,
     literal_column,
     select,
     table,
     text,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -65,25 +67,21 @@ _TSV: Any = literal_column("facts.content_tsv")
 
 
 class PostgresKeywords:
-    def matches_statement(self, clauses: list[Any]) -> Any:
-        return (
-            select(facts.c.id, func.length(facts.c.content))
-            .where(_TSV.op("@@")(_tsquery(bindparam("term"))), *clauses)
-            .order_by(facts.c.id.desc())
-            .limit(bindparam("limit"))
-        )
+    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
+        parts = []
+        for i in range(terms):
+            newest = (
+                select(facts.c.id, func.length(facts.c.content).label("n"))
+                .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))), *clauses)
+                .order_by(facts.c.id.desc())
+                .limit(bindparam("limit"))
+                .subquery(f"t{i}")
+            )
+            parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
+        return union_all(*parts) if len(parts) > 1 else parts[0]
 
-    def match_params(self, term: str, limit: int) -> dict[str, Any]:
-        return {"term": term, "limit": limit}
-
-    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
-        if not ids:
-            return set()
-        stmt = select(facts.c.id).where(
-            facts.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger))),
-            _TSV.op("@@")(_tsquery(bindparam("term"))),
-        )
-        return set(conn.execute(stmt, {"term": term, "ids": list(ids)}).scalars())
+    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
+        return {**{f"term{i}": t for i, t in enumerate(terms)}, "limit": limit}
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))

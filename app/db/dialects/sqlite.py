@@ -16,9 +16,11 @@ from sqlalchemy import (
     TypeDecorator,
     bindparam,
     func,
+    literal,
     literal_column,
     select,
     text,
+    union_all,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
@@ -35,27 +37,24 @@ def _phrase(term: str) -> str:
 
 
 class SqliteKeywords:
-    def matches_statement(self, clauses: list[Any]) -> Any:
+    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
         # FTS5 hands out its matches newest first (its doclists read backwards); with the
-        # LIMIT it stops after that many rows pass the clauses.
-        return (
-            select(facts_fts.c.rowid, func.length(facts.c.content))
-            .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
-            .where(_FTS.op("MATCH")(bindparam("term")), *clauses)
-            .order_by(facts_fts.c.rowid.desc())
-            .limit(bindparam("limit"))
-        )
+        # LIMIT each term's walk stops after that many rows pass the clauses.
+        parts = []
+        for i in range(terms):
+            newest = (
+                select(facts_fts.c.rowid.label("id"), func.length(facts.c.content).label("n"))
+                .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
+                .where(_FTS.op("MATCH")(bindparam(f"term{i}")), *clauses)
+                .order_by(facts_fts.c.rowid.desc())
+                .limit(bindparam("limit"))
+                .subquery(f"t{i}")
+            )
+            parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
+        return union_all(*parts) if len(parts) > 1 else parts[0]
 
-    def match_params(self, term: str, limit: int) -> dict[str, Any]:
-        return {"term": _phrase(term), "limit": limit}
-
-    def holding(self, conn: Connection, term: str, ids: Sequence[int]) -> set[int]:
-        if not ids:
-            return set()
-        stmt = select(facts_fts.c.rowid).where(
-            _FTS.op("MATCH")(bindparam("term")), _json_ids_in(facts_fts.c.rowid, "ids")
-        )
-        return set(conn.execute(stmt, {"term": _phrase(term), "ids": list(ids)}).scalars())
+    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
+        return {**{f"term{i}": _phrase(t) for i, t in enumerate(terms)}, "limit": limit}
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
