@@ -45,7 +45,7 @@ from bench import datasets, machine
 from bench import quality as qb
 
 # The features the shipped model weighs (app.services.ranking.FEATURES names them all).
-FEATURES = ("cosine", "keyword_gap", "neighbourhood", "in_span")
+FEATURES = ("cosine", "keyword", "neighbourhood", "in_span")
 # The shapes fitted on; the two views of the generated chats are one shape between them.
 SHAPES = {"chats": "chats", "chats-worded": "chats", "beam": "beam", "notes": "notes"}
 # The floors tried: none, then from 1e-4 to 0.5 in even steps of the logarithm; and
@@ -65,6 +65,7 @@ class Asked:
     answers: int  # how many facts answer it (0: a no-answer question)
     features: dict[str, np.ndarray]
     nearest: np.ndarray  # true for the candidates among the nearest facts
+    bm25: np.ndarray  # each candidate's keyword score (0: it holds no query word)
     label: np.ndarray  # 1.0 for a candidate that answers it
 
 
@@ -80,7 +81,10 @@ def collect(view: str, split: str, *, beam: Path | None, model: str) -> list[Ask
                 found = h.memory.hybrid_candidates("default", request)
                 relevant = set(q.relevant)
                 label = np.array([float(h.names.get(f) in relevant) for f in found.ids])
-                asked = Asked(view, q.kind, len(relevant), found.features, found.nearest, label)
+                bm25 = np.array([found.keyword.get(f, 0.0) for f in found.ids])
+                asked = Asked(
+                    view, q.kind, len(relevant), found.features, found.nearest, bm25, label
+                )
                 out.append(asked)
     return out
 
@@ -204,7 +208,7 @@ def semantic_page(min_cosine: float) -> Page:
 
 def keyword_page(a: Asked) -> np.ndarray:
     """A question's keyword page: the facts holding its words, best BM25 first."""
-    bm25 = a.features["keyword_gap"]
+    bm25 = a.bm25
     keep = np.flatnonzero(bm25 > 0)
     return a.label[keep[np.argsort(-bm25[keep], kind="stable")][:LIMIT]]
 
@@ -298,6 +302,22 @@ def report(title: str, asked: Sequence[Asked], models: dict[str, Model | Page]) 
         print(f"| {label} | " + " | ".join(cells) + " |")
 
 
+def trade(asked: Sequence[Asked], model: Model) -> None:
+    """The floor's trade on `asked`: answerable recall@5 and empty pages on no-answer
+    questions, per shape, at the fitted floor and at others."""
+    print("\nthe floor's trade: recall@5 on answerable questions / empty pages on no-answer\n")
+    views = sorted({a.view for a in asked})
+    print("| floor | " + " | ".join(views) + " |")
+    print("|---|" + "---|" * len(views))
+    for floor in sorted({0.0, model.floor, 0.005, 0.01, 0.02, 0.05}):
+        cells = []
+        for view in views:
+            f = figures([a for a in asked if a.view == view], replace(model, floor=floor))
+            cells.append(f"{f.recall5:.3f} / {f.empty:.2f}")
+        mark = " (fitted)" if floor == model.floor else ""
+        print(f"| {floor:.4f}{mark} | " + " | ".join(cells) + " |")
+
+
 def gather(split: str, views: Sequence[str], beam: Path | None, model: str) -> list[Asked]:
     asked: list[Asked] = []
     for view in views:
@@ -339,6 +359,7 @@ def main(argv: list[str] | None = None) -> None:
         "semantic, no floor": semantic_page(-1.0),
         "keyword": keyword_page,
     })  # fmt: skip
+    trade(dev, model)
     print("\n" + text)
     if args.check:
         kept = args.out.read_text(encoding="utf-8")
@@ -357,6 +378,7 @@ def main(argv: list[str] | None = None) -> None:
             models[f"without {name}"] = fit_model(dev, rest, model_name, "")
         models["semantic"] = semantic_page(model.min_cosine)
         report("held (each model fitted on dev)", held, models)
+        trade(held, model)
 
 
 if __name__ == "__main__":

@@ -36,12 +36,10 @@ MODEL_FILE = Path(__file__).with_name("ranking.json")
 # Every feature a candidate can be described by; a model uses some of them.
 FEATURES: dict[str, str] = {
     "cosine": "cosine similarity of the fact's embedding to the query's",
-    "words_held": (
-        "the share of the query's words the fact holds, each word weighed by how rare it "
-        "is among the facts you can see that hold any of them"
-    ),
-    "keyword_gap": (
-        "its keyword score (BM25 over the facts you can see) over the best one's (0 to 1)"
+    "keyword": (
+        "its keyword score (BM25 over the facts you can see that hold a query word) over "
+        "the best one's, times its cosine: a keyword match counts as far as it is also "
+        "near in meaning (0 for a fact that holds no query word)"
     ),
     "neighbourhood": (
         "cosine of the fact to the mean of the query's ten nearest candidates: what they "

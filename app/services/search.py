@@ -612,8 +612,7 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     spanned = keyword.spanned | semantic.spanned
     features = {
         "cosine": cosine,
-        "words_held": np.array([held[f] for f in found]),
-        "keyword_gap": np.array([bm25.get(f, 0.0) / best_bm25 for f in found]),
+        "keyword": np.array([bm25.get(f, 0.0) / best_bm25 for f in found]) * cosine,
         "neighbourhood": (matrix @ (mean / norm) if norm > 0 else 0.0 * cosine).astype(np.float64),
         "in_span": np.array([float(f in spanned) for f in found]),
     }
