@@ -660,6 +660,11 @@ class Memory:
 
     # --- the service itself ------------------------------------------------------
 
+    def recorded_model(self) -> str | None:
+        """The model the memory's vectors come from, as meta names it (None before any)."""
+        with read_transaction(self.runtime.engine) as conn:
+            return migrate.stored_model(conn)
+
     def readiness(self) -> Readiness:
         """Database reachable, schema at head, and which model is loaded (no subject).
 
@@ -837,6 +842,10 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
     must not migrate (or otherwise change) what it copies."""
     if settings.database.url is None and not settings.database_path.is_file():
         raise InvalidInput(f"there is no memory at {settings.database_path}")
+    if target.is_dir():
+        # A folder (the container's /backups mount): a new file in it, named by the time.
+        kind = "dump" if settings.database.url is not None else "db"
+        target = target / f"memory-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
     engine = open_engine(settings)
     try:
         return backup_database(engine, target, force=force)
