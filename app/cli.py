@@ -28,13 +28,14 @@ from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.identifiers import for_display
 from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
-from app.settings import Settings, load_settings
 
 # Start-up time is the first thing a user meets (bench/cli_startup.py): this module
-# imports only what `--help` and `paths` need. The memory (SQLAlchemy, Alembic,
-# Casbin, numpy), the server (FastAPI, uvicorn) and the model (onnxruntime) are
-# imported by the commands that use them; tests/cli/test_startup.py holds this.
+# imports only what `--help` needs. The settings (pydantic, ~0.1 s), the memory
+# (SQLAlchemy, Alembic, Casbin, numpy), the server (FastAPI, uvicorn) and the model
+# (onnxruntime) are imported by the commands that use them; tests/cli/test_startup.py
+# holds this.
 if TYPE_CHECKING:
+    from app.settings import Settings
     from app.usecases.memory import Fact, Memory
 
 app = typer.Typer(
@@ -87,6 +88,8 @@ def _startup(
 
 def settings() -> Settings:
     if state.settings is None:
+        from app.settings import load_settings
+
         state.settings = load_settings(state.dirs)
     return state.settings
 

@@ -32,7 +32,6 @@ from sqlalchemy import Connection, text
 
 from app.acl.model import ACTIONS
 from app.auth.subjects import validate_subject
-from app.auth.tokens import issue_token
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.dialects import backend
@@ -500,6 +499,9 @@ class Memory:
         """A token for `subject` signed with the local key, and when it expires: for the
         owner at this machine (`token issue`, `ui`), who holds the key already. A role's
         name is refused: the server would refuse such a token (401)."""
+        # PyJWT and cryptography (~70 ms) are imported by the commands that sign.
+        from app.auth.tokens import issue_token
+
         self.refuse_role_name(subject)
         now = datetime.fromtimestamp(int(time.time()), UTC)
         return issue_token(self.runtime.settings, subject, lifetime, now=now), now + lifetime
