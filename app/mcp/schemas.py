@@ -94,7 +94,9 @@ class SearchIn(ToolInput):
     )
     under: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="A subtree")
     tags: dict[str, str] = tags_field("Only facts with all of these")
-    min_strength: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_strength: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="1: just recalled, fading towards 0"
+    )
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     peek: bool = Field(default=False, description="Not a recall")
     as_of: str | None = as_of_field()
