@@ -795,6 +795,9 @@ def model_use(
     from app.usecases import models
 
     spec = models.spec(name)
+    # Its files first: a model that cannot be fetched leaves config.yaml and the memory
+    # as they were (a config naming it would stop the next start on the width check).
+    model_pull(spec.name)
     config_file = state.dirs.config_file
     data: dict[str, Any] = {}
     if config_file.exists():

@@ -206,6 +206,12 @@ def test_serve_says_once_which_model_it_fell_back_to(
     info = invoke("model", "info")
     assert info.exit_code == 0, info.output
     assert info.stdout.startswith(f"this memory embeds with {TINY} ")
+    # The switch the note names, while the default still cannot be fetched: refused
+    # before config.yaml names a model the memory could not start with.
+    switch = invoke("model", "use", "bge-base-en-v1.5")
+    assert switch.exit_code == 1 and "cannot download model.onnx" in str(switch.exception)
+    assert not (unnamed_env / "config.yaml").exists()
+    assert invoke("memory", "list", "--limit", "1").exit_code == 0
 
 
 @pytest.mark.slow  # a real server process and the real offline model
