@@ -200,12 +200,20 @@ class Runtime:
             )
             return
         with write_transaction(self.engine) as conn:
-            # Looked at again under the write lock: another process may have embedded.
-            if embedding_service.any_embedded(conn):
-                return
-            if migrate.stored_width(conn) != offline.width:
-                embedding_service.rebuild_vectors(conn, offline.width)
-            migrate.record_model(conn, OFFLINE_MODEL)
+            # Looked at again under the write lock: another process (a replica starting
+            # at once) may have decided, or embedded, meanwhile.
+            recorded = migrate.stored_model(conn)
+            width = migrate.stored_width(conn)
+            free = recorded in (None, default) and not embedding_service.any_embedded(conn)
+            if free:
+                if width != offline.width:
+                    embedding_service.rebuild_vectors(conn, offline.width)
+                migrate.record_model(conn, OFFLINE_MODEL)
+        if not free:
+            if recorded not in (None, default):
+                self.adopted_from = default
+                self.settings, self.model = self._load_named(recorded, width, download=False)
+            return
         self.settings = self._with_model(OFFLINE_MODEL, offline.width)
         self.model, self.fell_back = offline, True
         self.model_note = (

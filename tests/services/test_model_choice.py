@@ -198,3 +198,32 @@ def test_the_default_is_fetched_where_it_can_be(
         assert memory_state(rt) == (DEFAULT, DEFAULT_WIDTH, False)
     finally:
         rt.close()
+
+
+def test_two_starts_at_once_decide_once(
+    home: Path, new_memory: dict, hub: FileServer, offline: ModelSpec, monkeypatch
+) -> None:
+    """Replicas starting on one new database: the second to take the write lock follows
+    the first's choice and keeps the vectors it wrote meanwhile."""
+    settings = unnamed(home, new_memory, hub)
+    load_named = Runtime._load_named
+    other: list[str] = []
+
+    def meanwhile(self: Runtime, name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == TINY and not other:
+            other.append("started")  # its own load passes straight through
+            # The other replica decides, and embeds a fact, between our look and our write.
+            first = open_runtime(settings, load_model=True, download=True)
+            Memory(first).store("default", NewFact("/a", "first", {}, None))
+            assert first.fell_back
+            first.close()
+        return load_named(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(Runtime, "_load_named", meanwhile)
+    rt = open_runtime(settings, load_model=True, download=True)
+    try:
+        assert other and rt.model.name == TINY and not rt.fell_back
+        assert rt.settings.embedding.width == TINY_WIDTH
+        assert memory_state(rt) == (TINY, TINY_WIDTH, True)  # its vector kept
+    finally:
+        rt.close()
