@@ -5,8 +5,12 @@
 #   docker build --build-arg FETCH_DEFAULT_MODEL=1 -t embornal .   # also try the 768-d model
 #
 # The offline 384-d model (minilm-l6) is inside the image, so the container needs
-# no network to embed. Data (memory.db, config.yaml, the generated JWT key) lives
-# on the /data volume; the image holds code and weights only.
+# no network to embed. The model is chosen as on bare metal (docs/operations.md, "The
+# model"): the default, bge-base-en-v1.5, where its files are here (FETCH_DEFAULT_MODEL=1),
+# else the offline model for a memory with no embedded fact yet. The container fetches
+# nothing at start (its weights dir is read-only). Data (memory.db, config.yaml, the
+# generated JWT key) lives on the /data volume, backups on /backups; the image holds
+# code and weights only.
 
 # Pinned by digest, so two builds of one commit start from the same bytes. To move to a
 # newer base: `docker buildx imagetools inspect python:3.12-slim` and paste its digest.
@@ -16,8 +20,8 @@ ARG PYTHON_IMAGE=python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc
 FROM ${PYTHON_IMAGE} AS builder
 
 # 1: also try to fetch bge-base-en-v1.5 (~436 MB from its hub); a failure leaves it out.
-# To use it, run the container with EMBORNAL_EMBEDDING__MODEL=bge-base-en-v1.5 and
-# EMBORNAL_EMBEDDING__WIDTH=768 (a memory made at 384 needs `memory reindex --rebuild`).
+# A new memory then uses it; one already on the offline model moves with
+# `docker compose exec embornal embornal model use bge-base-en-v1.5`.
 ARG FETCH_DEFAULT_MODEL=0
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -57,8 +61,8 @@ ARG UID=10001
 RUN groupadd --system --gid "${UID}" embornal \
  && useradd --system --no-log-init --uid "${UID}" --gid embornal \
       --home-dir /data --shell /usr/sbin/nologin embornal \
- && mkdir -p /data \
- && chown embornal:embornal /data
+ && mkdir -p /data /backups \
+ && chown embornal:embornal /data /backups
 
 COPY --from=builder /opt/venv /opt/venv
 # The loader takes a lock file and records verified hashes in the weights dir, so
@@ -76,10 +80,10 @@ ENV PATH=/opt/venv/bin:$PATH \
     XDG_CACHE_HOME=/opt/embornal/cache \
     EMBORNAL_SERVER__HOST=0.0.0.0 \
     EMBORNAL_SERVER__PORT=8420 \
-    EMBORNAL_EMBEDDING__MODEL=minilm-l6 \
-    EMBORNAL_EMBEDDING__WIDTH=384
+    EMBORNAL_EMBEDDING__DOWNLOAD=false
 
-VOLUME ["/data"]
+# A new named volume takes the ownership of its mount point: both are the service user's.
+VOLUME ["/data", "/backups"]
 WORKDIR /data
 USER ${UID}:${UID}
 EXPOSE 8420

@@ -28,13 +28,14 @@ from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.identifiers import for_display
 from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
-from app.settings import Settings, load_settings
 
 # Start-up time is the first thing a user meets (bench/cli_startup.py): this module
-# imports only what `--help` and `paths` need. The memory (SQLAlchemy, Alembic,
-# Casbin, numpy), the server (FastAPI, uvicorn) and the model (onnxruntime) are
-# imported by the commands that use them; tests/cli/test_startup.py holds this.
+# imports only what `--help` needs. The settings (pydantic, ~0.1 s), the memory
+# (SQLAlchemy, Alembic, Casbin, numpy), the server (FastAPI, uvicorn) and the model
+# (onnxruntime) are imported by the commands that use them; tests/cli/test_startup.py
+# holds this.
 if TYPE_CHECKING:
+    from app.settings import Settings
     from app.usecases.memory import Fact, Memory
 
 app = typer.Typer(
@@ -87,6 +88,8 @@ def _startup(
 
 def settings() -> Settings:
     if state.settings is None:
+        from app.settings import load_settings
+
         state.settings = load_settings(state.dirs)
     return state.settings
 
@@ -157,6 +160,17 @@ def _choice(option: str, value: str, allowed: tuple[T, ...]) -> T:
         if value == choice:
             return choice
     raise EmbornalError(f"{option} must be {', '.join(allowed[:-1])} or {allowed[-1]}")
+
+
+def tag_text(tags: dict[str, str]) -> str:
+    """Tags as a person writes them: `k=v k2=v2`, or `none`."""
+    return " ".join(f"{k}={v}" for k, v in tags.items()) or "none"
+
+
+def tell_fallback(mem: Memory) -> None:
+    """Say, on stderr, that this very command moved the memory to the offline model."""
+    if mem.runtime.fell_back and mem.runtime.model_note:
+        typer.echo(f"note: {mem.runtime.model_note}", err=True)
 
 
 def parse_tag_options(values: list[str] | None) -> dict[str, str]:
@@ -238,9 +252,12 @@ def serve_command(
 
 
 def warn_without_model(mem: Memory) -> None:
-    """Say once, on stderr, why a server has no model and the command that gives it one."""
+    """Say once, on stderr, which model a server chose when it is not the configured one
+    (Runtime.load_model), or why it has none and the one command that gives it one."""
     rt = mem.runtime
-    if rt.embedder is None and rt.settings.embedding.model != "none":
+    if rt.model_note:
+        typer.echo(rt.model_note, err=True)
+    elif rt.embedder is None and rt.settings.embedding.model != "none":
         typer.echo(
             f"no embedding model ({rt.model_problem}); serving keyword search, facts "
             f"wait for a model. {offline_hint()}",
@@ -259,8 +276,10 @@ def mcp_command(
         ),
     ] = ME,
 ) -> None:
-    """Serve the memory to a local agent over MCP on stdin/stdout, acting as `default`
-    or as --subject."""
+    """Serve the memory to a local agent over MCP on stdin/stdout.
+
+    It acts as the owner `default`, or as --subject (whose policies then decide).
+    """
     import anyio
 
     from app.api.observability import configure_logging
@@ -365,8 +384,11 @@ def ui_command(
         str, typer.Option(help="How long the sign-in token is valid: 1h, 30m, 1d ...")
     ] = "1h",
 ) -> None:
-    """Print how to sign in to the web console as `default`: its address and a
-    short-lived token to paste (never put in a URL, where logs and history keep it)."""
+    """Print how to sign in to the web console as `default`.
+
+    Its address and a short-lived token to paste (never put in a URL, where logs and
+    history keep it).
+    """
     token, expires_at = _issue(ME, expires)
     config = settings()
     host = config.server.host
@@ -406,6 +428,7 @@ def memory_store(
     with memory(load_model=True) as mem:
         fact = mem.store(ME, item, on_duplicate=duplicates)
         problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
+        tell_fallback(mem)
     emit_json(fact) if as_json else show_fact(fact)
     if not as_json:
         for near in fact.similar:
@@ -449,8 +472,11 @@ def memory_show(
     as_of: AsOfOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Browse a path: its tags, children and facts (not a recall). With --as-of, the
-    facts at the node then; its tags, children and counts are today's."""
+    """Browse a path: its tags, children and facts (not a recall).
+
+    With --as-of, the facts at the node as they stood then; its tags, children and
+    counts are today's.
+    """
     order = _choice("--sort", sort, LIST_SORTS)
     with memory() as mem:
         node = mem.browse(ME, path, sort=order, limit=limit, as_of=as_of)
@@ -463,6 +489,38 @@ def memory_show(
         typer.echo(f"  {child.path}/  ({child.fact_count} facts)")
     for fact in node.facts:
         show_fact(fact)
+
+
+@memory_app.command("list")
+def memory_list(
+    under: Annotated[str, typer.Option(help="Only this subtree; / is all")] = "/",
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value that must hold")] = None,
+    sort: Annotated[str, typer.Option(help="created (newest first) or strength")] = "created",
+    as_of: AsOfOpt = None,
+    limit: Annotated[int, typer.Option(help="At most this many facts (1-100)")] = 20,
+    cursor: Annotated[
+        str | None, typer.Option(help="Go on from a previous page (its last line names it)")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the current facts of a subtree, newest or strongest first (not a recall)."""
+    order = _choice("--sort", sort, LIST_SORTS)
+    tags = tag or []
+    parse_tag_options(tags)  # key=value, said before the memory is opened
+    with memory() as mem:
+        page = mem.list_facts(
+            ME, under=under, tags=tags, sort=order, limit=limit, cursor=cursor, as_of=as_of
+        )
+    if as_json:
+        emit_json(page)
+        return
+    if not page.facts:
+        where = f"under {under}" + "".join(f" tagged {t}" for t in tags)
+        typer.echo(f"no facts {where}{f' as of {as_of}' if as_of else ''}")
+    for fact in page.facts:
+        show_fact(fact)
+    if page.next_cursor:
+        typer.echo(f"more: the same command with --cursor {page.next_cursor}")
 
 
 @memory_app.command("history")
@@ -507,8 +565,10 @@ def memory_tag(
         node = mem.tag_path(ME, path, set_tags=new_tags, remove=remove or [])
     if as_json:
         emit_json(node)
-    else:
-        typer.echo(f"{node.path}  tags: {node.tags}")
+        return
+    typer.echo(f"{node.path}  tags: {tag_text(node.tags)}")
+    if node.effective_tags != node.tags:
+        typer.echo(f"  with inherited: {tag_text(node.effective_tags)}")
 
 
 @memory_app.command("search")
@@ -540,10 +600,14 @@ def memory_search(
     )
     with memory(load_model=mode != "keyword") as mem:
         found = mem.search(ME, request)
+        tell_fallback(mem)
     if as_json:
         emit_json(found)
         return
-    typer.echo(f"mode: {found.mode}")
+    if not found.results:
+        typer.echo(f"no facts match {query!r} ({found.mode} search)")
+        return
+    typer.echo(f"{len(found.results)} found ({found.mode} search)")
     for result in found.results:
         typer.echo(f"score {result.score:.4f}  ", nl=False)
         show_fact(result.fact)
@@ -593,7 +657,7 @@ def _size(n: int) -> str:
 
 @memory_app.command("backup")
 def memory_backup(
-    file: Annotated[Path, typer.Argument(help="Where to write the copy (a new file)")],
+    file: Annotated[Path, typer.Argument(help="A new file to write, or a folder for a dated one")],
     force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -731,6 +795,9 @@ def model_use(
     from app.usecases import models
 
     spec = models.spec(name)
+    # Its files first: a model that cannot be fetched leaves config.yaml and the memory
+    # as they were (a config naming it would stop the next start on the width check).
+    model_pull(spec.name)
     config_file = state.dirs.config_file
     data: dict[str, Any] = {}
     if config_file.exists():
@@ -761,8 +828,25 @@ def model_info_command(
     if as_json:
         emit_json(info)
         return
+    if name is None:
+        with memory() as mem:
+            recorded = mem.recorded_model()
+        if recorded not in (None, info["name"]):
+            # The memory's own model (a fallback, or a switch by another process) is in use.
+            typer.echo(
+                f"this memory embeds with {recorded} (see `embornal model info {recorded}`); "
+                "the configured model:"
+            )
+    files = info.pop("files")
     for key, value in info.items():
-        typer.echo(f"{key}: {value}")
+        shown = "yes" if value is True else "no" if value is False else value
+        typer.echo(f"{key}: {'none' if shown is None or shown == '' else shown}")
+    for f in files:
+        state = "verified" if f.get("verified") else "present" if f.get("present") else "missing"
+        size = _size(f["expected_size"]) if f.get("expected_size") else "?"
+        typer.echo(f"file {f['name']}: {state}, {size}, sha256 {f['sha256']}")
+        if f.get("source"):
+            typer.echo(f"  from {f['source']}")
 
 
 # --- policies ----------------------------------------------------------------

@@ -75,6 +75,11 @@ class Conflict(EmbornalError):
     title = "Conflict"
 
 
+# What every refused token is told, whichever check failed (app.auth.tokens, and the
+# ACL's refusal of a subject named like a role).
+UNAUTHORIZED_MESSAGE = "invalid or missing bearer token"
+
+
 class Unauthorized(EmbornalError):
     status = 401
     type = "/problems/unauthorized"

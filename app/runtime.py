@@ -20,9 +20,11 @@ from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.embeddings import loader
 from app.embeddings.base import Embedder
+from app.embeddings.catalog import CATALOG, OFFLINE_MODEL
 from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
 from app.errors import ConfigError, StartupError
+from app.services import embedding as embedding_service
 from app.services import vector_index
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
@@ -42,6 +44,12 @@ class Runtime:
     model: LoadedModel = field(default_factory=lambda: LoadedModel("none"))
     vector_index: VectorIndex = field(default_factory=VectorIndex)
     query_cache: QueryCache = field(default_factory=QueryCache)
+    # What a server says at start about the model it chose (load_model), or None.
+    model_note: str | None = None
+    # Whether this process moved the memory to the offline model (load_model).
+    fell_back: bool = False
+    # The default model, when the memory's own model is used instead (adopt_memory_model).
+    adopted_from: str | None = None
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _workers: ThreadPoolExecutor | None = field(default=None, repr=False)
     _workers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -93,23 +101,127 @@ class Runtime:
         with self._switching:  # one thread loads; the others then see it done
             if wanted == self.model.name:
                 return
-            embedding = self.settings.embedding.model_copy(update={"model": wanted})
-            if width is not None:
-                embedding = embedding.model_copy(update={"width": width})
-            settings = self.settings.model_copy(update={"embedding": embedding})
-            try:
-                model = loader.load_model(settings, download=False)
-            except ConfigError as exc:
-                # A name this build's catalog lacks: say so in readiness, serve on.
-                model = LoadedModel(wanted, problem=exc.detail)
-            if model.embedder is not None and model.width != width:
-                model = LoadedModel(
-                    wanted,
-                    problem=f"the model {wanted} gives {model.width}-d vectors; "
-                    f"the memory holds {width}-d ones",
-                )
+            settings, model = self._load_named(wanted, width, download=False)
             log.info("the memory switched to the model %s: %s", wanted, model.problem or "loaded")
             self.settings, self.model = settings, model
+
+    def _with_model(self, name: str, width: int | None) -> Settings:
+        """These settings with the model `name` (and, when given, the width)."""
+        update: dict[str, object] = {"model": name}
+        if width is not None:
+            update["width"] = width
+        embedding = self.settings.embedding.model_copy(update=update)
+        return self.settings.model_copy(update={"embedding": embedding})
+
+    def _load_named(
+        self, name: str, width: int | None, *, download: bool, progress: bool = False
+    ) -> tuple[Settings, LoadedModel]:
+        """The settings for the model `name` at the memory's `width`, and the model."""
+        settings = self._with_model(name, width)
+        try:
+            model = loader.load_model(settings, download=download, progress=progress)
+        except ConfigError as exc:
+            # A name this build's catalog lacks: say so in readiness, serve on.
+            return settings, LoadedModel(name, problem=exc.detail)
+        if model.embedder is not None and width is not None and model.width != width:
+            model = LoadedModel(
+                name,
+                problem=f"the model {name} gives {model.width}-d vectors; "
+                f"the memory holds {width}-d ones",
+            )
+        return settings, model
+
+    def adopt_memory_model(self) -> None:
+        """With the model left to its default, take the one the memory's vectors come from.
+
+        Every command opens the memory this way, a model loaded or not, so the width it
+        checks is the memory's: a memory that moved to the offline model (load_model)
+        stays there, and `model info` or `memory list` open it like `serve` does. A
+        model named in config.yaml or EMBORNAL_EMBEDDING__* (model or width) is used as
+        named; older builds recorded no model, and then the width names it when one
+        catalog model has it.
+        """
+        embedding = self.settings.embedding
+        if {"model", "width"} & embedding.model_fields_set:
+            return
+        with read_transaction(self.engine) as conn:
+            recorded = migrate.stored_model(conn)
+            width = migrate.stored_width(conn)
+        if recorded is None and width is not None and width != embedding.width:
+            recorded = _only_model_of_width(width)
+        if recorded is not None and recorded != embedding.model:
+            self.adopted_from = embedding.model
+            self.settings = self._with_model(recorded, width)
+
+    def load_model(self, *, download: bool, progress: bool = False) -> None:
+        """Load the model this process embeds with: one decision, for every entry point.
+
+        A model named in config.yaml or EMBORNAL_EMBEDDING__* is loaded as named, and
+        so is the memory's own (adopt_memory_model). Otherwise the memory has none yet,
+        and the default model (bge-base-en-v1.5) is loaded when its files are here or
+        this process fetches them. Where it cannot be fetched (the download failed, or
+        embedding.download is off, as in the image) and no fact holds a vector yet, the
+        offline model that installs with the package (minilm-l6) is: the memory moves
+        to its width and records it, and `model_note` says so and how to switch
+        (SPEC "Running it"). With facts already embedded, nothing moves on its own:
+        no model, keyword search, facts queued, and the front end names the one command
+        that switches. A command that fetches nothing (store and search, while
+        embedding.download is on) does not decide that the default cannot be had.
+        """
+        embedding = self.settings.embedding
+        if self.adopted_from is not None:
+            self.settings, self.model = self._load_named(
+                embedding.model, embedding.width, download=download, progress=progress
+            )
+            if self.model.embedder is not None:
+                default = self.adopted_from
+                self.model_note = (
+                    f"embedding with {embedding.model}, the model of this memory's vectors; "
+                    f"to move to the default, {default}: embornal model use {default}"
+                )
+            return
+        self.model = loader.load_model(self.settings, download=download, progress=progress)
+        if {"model", "width"} & embedding.model_fields_set or self.model.embedder is not None:
+            return
+        # "Cannot be fetched" is final where this process tried, or where nothing ever does.
+        tried = download or not embedding.download
+        if not tried:
+            return
+        with read_transaction(self.engine) as conn:
+            if embedding_service.any_embedded(conn):
+                return  # vectors of the default's space: only a deliberate switch
+        default, unavailable = embedding.model, self.model.problem
+        _, offline = self._load_named(OFFLINE_MODEL, None, download=False)
+        if offline.width is None:
+            self.model = LoadedModel(
+                default,
+                problem=f"{unavailable}; the offline model {OFFLINE_MODEL} is not installed "
+                f"either ({offline.problem})",
+            )
+            return
+        with write_transaction(self.engine) as conn:
+            # Looked at again under the write lock: another process (a replica starting
+            # at once) may have decided, or embedded, meanwhile.
+            recorded = migrate.stored_model(conn)
+            width = migrate.stored_width(conn)
+            free = recorded in (None, default) and not embedding_service.any_embedded(conn)
+            if free:
+                if width != offline.width:
+                    embedding_service.rebuild_vectors(conn, offline.width)
+                migrate.record_model(conn, OFFLINE_MODEL)
+        if not free:
+            if recorded not in (None, default):
+                self.adopted_from = default
+                self.settings, self.model = self._load_named(recorded, width, download=False)
+            return
+        self.settings = self._with_model(OFFLINE_MODEL, offline.width)
+        self.model, self.fell_back = offline, True
+        self.model_note = (
+            f"{default} cannot be fetched ({unavailable}); this memory has no embedded fact "
+            f"yet, so it embeds with the offline model {OFFLINE_MODEL} ({offline.width}-d) "
+            f"from now on. To move to {default} once it can be fetched: "
+            f"embornal model use {default}"
+        )
 
     def record_model(self) -> None:
         """Name the loaded model in meta, if the memory names another (or none)."""
@@ -146,6 +258,11 @@ class Runtime:
                 self._workers.shutdown(wait=True)
                 self._workers = None
         self.engine.dispose()
+
+
+def _only_model_of_width(width: int) -> str | None:
+    names = [spec.name for spec in CATALOG.values() if spec.width == width]
+    return names[0] if len(names) == 1 else None
 
 
 def open_engine(settings: Settings) -> Engine:
@@ -193,8 +310,9 @@ def open_runtime(
             with write_transaction(engine) as conn:
                 vector_index.repartition_if_stale(conn)
         runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
+        runtime.adopt_memory_model()
         if load_model:
-            runtime.model = loader.load_model(settings, download=download, progress=progress)
+            runtime.load_model(download=download, progress=progress)
         if check_width:
             runtime.verify_width()
             runtime.record_model()

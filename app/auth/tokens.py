@@ -26,12 +26,12 @@ from app.auth.subjects import validate_subject
 # Re-exported: the CLI and older callers read durations from here.
 from app.durations import MAX_DURATION as MAX_DURATION
 from app.durations import parse_duration as parse_duration
+from app.errors import UNAUTHORIZED_MESSAGE as UNAUTHORIZED_MESSAGE
 from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-UNAUTHORIZED_MESSAGE = "invalid or missing bearer token"
 EXPIRED_MESSAGE = "the bearer token has expired"
 # Far above any real token (an IdP token with many claims is 1-2 KiB), low enough
 # that a hostile header costs nothing to refuse before any decoding.

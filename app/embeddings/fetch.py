@@ -17,23 +17,18 @@ import os
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
-
-import httpx
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import IO, TYPE_CHECKING, Any
 
 from app import __version__
 from app.embeddings.base import ModelUnavailable
 from app.embeddings.catalog import ModelFile, ModelSpec, PackageSource
 from app.settings import Settings
+
+# httpx and rich are imported when a file must be fetched: a start whose weights are in
+# place (every `embornal memory search`) does not pay ~80 ms for them (bench/cli_startup.py).
+if TYPE_CHECKING:
+    import httpx
+    from rich.progress import Progress
 
 try:  # Linux and macOS; elsewhere two concurrent pulls are not guarded.
     import fcntl
@@ -44,7 +39,8 @@ CHUNK = 1 << 20
 # Remembers which files were hashed already, so a start does not rehash 400 MB.
 SIDECAR = ".verified.json"
 LOCK = ".lock"
-TIMEOUT = httpx.Timeout(60.0, connect=15.0)
+# Seconds: a read may wait a minute (a slow hub), a connection a quarter of that.
+TIMEOUT_SECONDS, CONNECT_SECONDS = 60.0, 15.0
 
 
 def model_dir_for(spec: ModelSpec, settings: Settings) -> Path:
@@ -191,6 +187,16 @@ class _Fetcher:
         self._client: httpx.Client | None = None
         self._progress: Progress | None = None
         if progress:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
             self._progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -209,8 +215,10 @@ class _Fetcher:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
+            import httpx
+
             self._client = httpx.Client(
-                timeout=TIMEOUT,
+                timeout=httpx.Timeout(TIMEOUT_SECONDS, connect=CONNECT_SECONDS),
                 follow_redirects=True,
                 headers={"User-Agent": f"embornal/{__version__}"},
             )
@@ -273,7 +281,11 @@ class _Fetcher:
             reason += " or run `embornal model pull`"
         else:
             reason += ": run `embornal model pull`"
-        reason += " (automatic downloads are off: embedding.download is false)"
+        if self.settings.embedding.download:
+            # The setting is on: this command is one that fetches nothing (store, search).
+            reason += " (this command downloads nothing; `embornal serve` fetches it)"
+        else:
+            reason += " (automatic downloads are off: embedding.download is false)"
         return f"{reason}; {note}" if note else reason
 
     def _copy_from_package(self, f: ModelFile, source: Path, part: Path) -> str:
@@ -315,6 +327,8 @@ class _Fetcher:
 
     def _download(self, url: str, part: Path, sha256: str, size: int, label: str) -> None:
         """Fetch `url` into `part`, resuming what is there, and verify it; raise if it fails."""
+        import httpx
+
         try:
             resumed = part.is_file() and 0 < part.stat().st_size <= size
             if part.exists() and not resumed:

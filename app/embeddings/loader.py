@@ -43,13 +43,9 @@ def load_model(
     name = settings.embedding.model
     if name == NO_MODEL:
         return LoadedModel(name, problem="no embedding model is configured (embedding.model: none)")
-    if download is not None:
-        settings = settings.model_copy(
-            update={"embedding": settings.embedding.model_copy(update={"download": download})}
-        )
     started = time.perf_counter()
     try:
-        embedder = load_embedder(settings, progress=progress)
+        embedder = load_embedder(settings, progress=progress, download=download)
     except ModelUnavailable as exc:
         return LoadedModel(name, problem=exc.reason)
     if embedder is None:  # pragma: no cover - load_embedder gives None only for NO_MODEL
@@ -57,10 +53,13 @@ def load_model(
     return LoadedModel(name, embedder, load_seconds=time.perf_counter() - started)
 
 
-def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | None:
+def load_embedder(
+    settings: Settings, *, progress: bool = False, download: bool | None = None
+) -> Embedder | None:
     """The configured model, loaded; None when embedding.model is "none".
 
-    Fetches missing files when settings allow it. Raises ConfigError for a name the
+    Fetches missing files when `download` (by default embedding.download) allows it;
+    a message about missing files tells which of the two said no. Raises ConfigError for a name the
     catalog doesn't know, ModelUnavailable (with a reason for readiness) when the
     files can't be had or the model won't load.
     """
@@ -70,7 +69,7 @@ def load_embedder(settings: Settings, *, progress: bool = False) -> Embedder | N
     from app.embeddings.fetch import ensure_model_files  # httpx: only when there is a model
 
     spec = get_spec(name)
-    model_dir = ensure_model_files(spec, settings, progress=progress)
+    model_dir = ensure_model_files(spec, settings, progress=progress, download=download)
     # Imported here so that `model info` and a server without a model skip onnxruntime.
     from app.embeddings.onnx_embedder import OnnxEmbedder
 

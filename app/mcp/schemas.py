@@ -1,10 +1,14 @@
-"""What the MCP tools take and give: JSON schemas written for a language model.
+"""What the MCP tools take: JSON schemas written for a language model's context.
 
-Inputs refuse unknown fields (a misspelt argument is an error the model can fix,
-not a silently dropped filter). Their bounds mirror the HTTP API's; the rules
-themselves (paths, tags, content limits, access) are checked by the use cases.
-Outputs reuse the HTTP API's response models, so a fact reads the same
-whichever front end handed it out.
+Every tool's description and schema is sent to the model on each `tools/list`, so
+each word here is paid for by every agent that connects (issue 31: the list is kept
+under 12,000 characters, tests/mcp/test_mcp_tools.py): a field says what a model
+would otherwise get wrong, and nothing the type already says. Inputs refuse unknown
+fields (a misspelt argument is an error the model can fix, not a silently dropped
+filter). Their bounds mirror the HTTP API's; the rules themselves (paths, tags,
+content limits, access) are checked by the use cases. Tags are a plain
+`{key: value}` object wherever a tool takes them, as PUT /v1/paths/{path}/tags and
+POST /v1/facts take them.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from app.schemas.search import MAX_AS_OF_CHARS
 
 # The schema's bound on a batch; the use case enforces limits.batch_facts (1000 by default).
 MAX_BATCH = 1000
+MAX_TAGS_PER_CALL = 64
 
-FactId = Field(ge=1, le=MAX_ID, description="The fact's id, as a tool returned it")
+FactId = Field(ge=1, le=MAX_ID, description="A fact's id")
 
 
 def as_of_field() -> Any:
@@ -28,14 +33,19 @@ def as_of_field() -> Any:
         default=None,
         max_length=MAX_AS_OF_CHARS,
         description=(
-            "Answer as the memory stood at this moment, an RFC 3339 time with a timezone "
-            "(e.g. 2026-12-01T09:30:00Z): what it believed then, to see why you acted as "
-            "you did. Facts stored later do not exist; facts superseded or deleted later "
-            "are still current. Never a recall. Strength, path tags and access rules are "
-            "today's."
+            "RFC 3339 time, e.g. 2026-12-01T09:30:00Z: answer as the memory stood then "
+            "(never a recall)"
         ),
         json_schema_extra={"format": "date-time"},
     )
+
+
+def cursor_field() -> Any:
+    return Field(default=None, max_length=1024, description="next_cursor of the previous page")
+
+
+def tags_field(description: str, max_length: int | None = None) -> Any:
+    return Field(default_factory=dict, max_length=max_length, description=description)
 
 
 class ToolInput(BaseModel):
@@ -46,37 +56,16 @@ class ToolInput(BaseModel):
 class FactItem(ToolInput):
     path: str = Field(
         max_length=MAX_PATH_CHARS,
-        description=(
-            "The topic the fact belongs to, like /projects/embornal/storage: lowercase "
-            "segments of letters, digits, '.', '_' or '-'. Missing parents are created."
-        ),
+        description="Topic path, e.g. /projects/embornal/storage (lowercase; parents made)",
     )
-    content: str = Field(
-        description=("One small, self-contained statement. Link related topics as [[/some/path]]."),
-    )
-    tags: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            'Optional key=value labels, e.g. {"lang": "py"}. The key `owner` is '
-            "reserved: the memory records who wrote the fact itself."
-        ),
-    )
+    content: str = Field(description="One self-contained statement; link topics as [[/a/path]]")
+    tags: dict[str, str] = tags_field('e.g. {"lang": "py"}; the key owner is reserved')
     supersedes_id: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_ID,
-        description=(
-            "To correct or update a fact, give its id here: the new fact replaces it in "
-            "searches and listings, and the old one stays readable in its history."
-        ),
+        default=None, ge=1, le=MAX_ID, description="The fact this one corrects"
     )
 
 
-ON_DUPLICATE = (
-    "allow (the default): store, and list in `similar` the facts you can read that say "
-    "nearly the same. refuse: if there is one, store nothing and fail naming it, so you "
-    "can supersede it instead."
-)
+ON_DUPLICATE = "refuse: store nothing when a fact you can read says nearly the same"
 
 
 class StoreFactIn(FactItem):
@@ -84,62 +73,39 @@ class StoreFactIn(FactItem):
 
 
 class StoreFactsIn(ToolInput):
-    facts: list[FactItem] = Field(
-        min_length=1,
-        max_length=MAX_BATCH,
-        description="The facts to store, all or nothing: if one is refused, none is stored",
-    )
-    on_duplicate: OnDuplicate = Field(
-        default="allow", description=ON_DUPLICATE + " With refuse, any fact of the batch."
-    )
+    facts: list[FactItem] = Field(min_length=1, max_length=MAX_BATCH)
+    on_duplicate: OnDuplicate = Field(default="allow", description=ON_DUPLICATE)
 
 
 class PolicyLineIn(ToolInput):
     line: str = Field(
         max_length=1024,
         description=(
-            "A policy line as `p, SUBJECT, OBJECT, ACTION, EFFECT` (OBJECT path:/a/b, "
-            "path:/a/b/* or tag:key=value; ACTION read, write, delete or tag; EFFECT "
-            "allow or deny) or `g, MEMBER, ROLE`, e.g. `p, alice, path:/work/*, read, allow`"
+            "`p, SUBJECT, OBJECT, ACTION, EFFECT` (OBJECT path:/a, path:/a/* or tag:k=v; "
+            "ACTION read, write, delete or tag) or `g, MEMBER, ROLE`"
         ),
     )
 
 
 class SearchIn(ToolInput):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     mode: Mode | None = Field(
-        default=None,
-        description=(
-            "keyword (exact words), semantic (meaning) or hybrid (both). Default: hybrid "
-            "when the memory has an embedding model, else keyword."
-        ),
+        default=None, description="Default: hybrid with a model, else keyword"
     )
-    under: str | None = Field(
-        default=None,
-        max_length=MAX_PATH_CHARS,
-        description="Only facts in this subtree, e.g. /projects",
-    )
-    tags: dict[str, str] = Field(
-        default_factory=dict, description="Only facts carrying all of these tags"
-    )
+    under: str | None = Field(default=None, max_length=MAX_PATH_CHARS, description="A subtree")
+    tags: dict[str, str] = tags_field("Only facts with all of these")
     min_strength: float | None = Field(
-        default=None,
-        ge=0.0,
-        le=1.0,
-        description="Only facts at least this strong (1 = just recalled, fading towards 0)",
+        default=None, ge=0.0, le=1.0, description="1: just recalled, fading towards 0"
     )
-    limit: int = Field(default=10, ge=1, le=MAX_LIMIT, description="At most this many results")
-    peek: bool = Field(
-        default=False,
-        description="Read without counting a recall (recalls keep useful facts strong)",
-    )
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
+    peek: bool = Field(default=False, description="Not a recall")
     as_of: str | None = as_of_field()
 
 
 class GetFactIn(ToolInput):
     fact_id: int = FactId
-    peek: bool = Field(default=False, description="Read without counting a recall")
-    include_deleted: bool = Field(default=False, description="Show the fact even if deleted")
+    peek: bool = Field(default=False, description="Not a recall")
+    include_deleted: bool = False
     as_of: str | None = as_of_field()
 
 
@@ -153,45 +119,28 @@ class HistoryIn(ToolInput):
 
 
 class BrowseIn(ToolInput):
-    path: str = Field(
-        default="/", max_length=MAX_PATH_CHARS, description="The node to look at; / is the root"
-    )
-    sort: ListSort = Field(
-        default="created", description="The node's facts newest first, or strongest first"
-    )
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
-    cursor: str | None = Field(
-        default=None, max_length=1024, description="next_cursor of the previous page"
-    )
+    path: str = Field(default="/", max_length=MAX_PATH_CHARS)
+    sort: ListSort = Field(default="created", description="newest or strongest first")
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
+    cursor: str | None = cursor_field()
 
 
 class ListIn(ToolInput):
-    under: str = Field(
-        default="/", max_length=MAX_PATH_CHARS, description="The subtree to list, e.g. /projects"
-    )
-    tags: dict[str, str] = Field(
-        default_factory=dict, description="Only facts carrying all of these tags"
-    )
-    sort: ListSort = Field(default="created", description="Newest first, or strongest first")
-    limit: int = Field(default=20, ge=1, le=MAX_LIMIT, description="At most this many facts")
-    cursor: str | None = Field(
-        default=None, max_length=1024, description="next_cursor of the previous page"
-    )
+    under: str = Field(default="/", max_length=MAX_PATH_CHARS)
+    tags: dict[str, str] = tags_field("Only facts with all of these")
+    sort: ListSort = Field(default="created", description="newest or strongest first")
+    limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
+    cursor: str | None = cursor_field()
     as_of: str | None = as_of_field()
 
 
 class TagPathIn(ToolInput):
-    path: str = Field(max_length=MAX_PATH_CHARS, description="The node to tag")
-    set: dict[str, str] = Field(
-        default_factory=dict,
-        max_length=64,
-        description=(
-            'Tags to add or replace on the node, e.g. {"visibility": "public"}. Facts '
-            "below inherit them; the nearest tag wins."
-        ),
+    path: str = Field(max_length=MAX_PATH_CHARS)
+    tags: dict[str, str] = tags_field(
+        'Set or replace, e.g. {"visibility": "public"}', max_length=MAX_TAGS_PER_CALL
     )
     remove: list[str] = Field(
-        default_factory=list, max_length=64, description="Tag keys to remove from the node"
+        default_factory=list, max_length=MAX_TAGS_PER_CALL, description="Keys to remove"
     )
 
 
@@ -201,3 +150,22 @@ class NoInput(ToolInput):
 
 class DeletedOut(BaseModel):
     deleted_id: int = Field(description="The fact now deleted: it drops out of everything")
+
+
+def compact(schema: Any) -> Any:
+    """A JSON schema without pydantic's `title`s: each repeats its property's name,
+    and over a dozen tools they came to a fifth of `tools/list`."""
+    if isinstance(schema, list):
+        return [compact(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            # Names of properties and definitions, not keywords: a property may be `title`.
+            out[key] = {name: compact(sub) for name, sub in value.items()}
+        else:
+            out[key] = compact(value)
+    return out

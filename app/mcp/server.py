@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from app import __version__
 from app.errors import EmbornalError, InvalidInput, invalid_detail, is_public
+from app.mcp import briefs
 from app.mcp import schemas as s
 from app.schemas.facts import Fact, FactList, FactsOut, StoredFact, StoredFacts
 from app.schemas.meta import WhoAmI
@@ -65,15 +66,6 @@ This is your long-term memory: a tree of small facts that outlives this conversa
 - The facts under /memory explain this memory (resource embornal://memory).
 """
 
-SIMILAR_HINT = (
-    "The answer lists, per stored fact, `similar`: facts you can already read that say "
-    "nearly the same (id, path, cosine). When one of them states the same thing, you "
-    "repeated yourself: supersede it (store the better version with supersedes_id set to "
-    "its id) or delete your duplicate, rather than keep both. Pass on_duplicate='refuse' to "
-    "store nothing when such a fact exists. similar_checked false means none were looked "
-    "for (the memory has no embedding model loaded)."
-)
-
 MEMORY_URI = "embornal://memory"
 PATH_URI = "embornal://path/"
 INTERNAL_DETAIL = "The server failed to handle the request."
@@ -88,21 +80,25 @@ class ToolSpec:
     title: str
     description: str
     input: type[s.ToolInput]
+    # Checks and shapes the use case's result: the structured content, REST's records.
     output: type[BaseModel]
     run: Handler
+    # What the text block says, from the structured content (app.mcp.briefs).
+    brief: Callable[[dict[str, Any]], Any]
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
 
     def describe(self) -> types.Tool:
+        # No output schema: the model reads the text block (the brief), and the records
+        # in the structured content are REST's (openapi.json), described there. Output
+        # schemas were two thirds of a 45,000-character tools/list (bench/mcp_bench.py).
         return types.Tool(
             name=self.name,
             title=self.title,
             description=self.description,
-            input_schema=self.input.model_json_schema(),
-            output_schema=self.output.model_json_schema(),
+            input_schema=s.compact(self.input.model_json_schema()),
             annotations=types.ToolAnnotations(
-                title=self.title,
                 read_only_hint=self.read_only,
                 destructive_hint=self.destructive,
                 idempotent_hint=self.idempotent,
@@ -186,7 +182,7 @@ def _list(memory: Memory, subject: str, a: s.ListIn) -> Any:
 
 
 def _tag(memory: Memory, subject: str, a: s.TagPathIn) -> Any:
-    return memory.tag_path(subject, a.path, set_tags=a.set, remove=a.remove)
+    return memory.tag_path(subject, a.path, set_tags=a.tags, remove=a.remove)
 
 
 def _whoami(memory: Memory, subject: str, _a: s.NoInput) -> Any:
@@ -199,96 +195,98 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec(
             "store_fact",
             "Store a fact",
-            "Store one small fact under a topical path. To correct or update a fact you "
-            "stored before, pass its id as supersedes_id: that is how you fix your memory "
-            "without duplicating it. Search first, so you do not store what is already there. "
-            + SIMILAR_HINT,
+            "Store one small fact under a topical path. To correct a fact, store the new "
+            "version with supersedes_id set to its id, never both. The answer's `similar` "
+            "lists facts you can read that say nearly the same: supersede one instead of "
+            "repeating it.",
             s.StoreFactIn,
             StoredFact,
             _store,
+            briefs.stored,
         ),
         ToolSpec(
             "store_facts",
             "Store several facts",
-            "Store many small facts in one call, all or nothing (up to 1000): for an agent "
-            "that writes a lot, e.g. what it learned in a session. Each item is what "
-            "store_fact takes, supersedes_id included. " + SIMILAR_HINT,
+            "Store up to 1000 facts in one call, all or nothing; each item as store_fact "
+            "takes it. `similar` per fact: supersede one instead of repeating it.",
             s.StoreFactsIn,
             StoredFacts,
             _store_many,
+            briefs.stored_batch,
         ),
         ToolSpec(
             "search_facts",
             "Search facts",
-            "Find facts by keyword, by meaning, or both, best first, each with its score and "
-            "strength. Superseded and deleted facts are left out. Each result counts as a "
-            "recall unless peek is true. With as_of, search what the memory believed at "
-            "that moment (never a recall).",
+            "Find current facts by keyword, by meaning, or both, best first with a score. "
+            "Each result is a recall (it keeps the fact strong) unless peek.",
             s.SearchIn,
             SearchOut,
             _search,
+            briefs.search,
         ),
         ToolSpec(
             "get_fact",
             "Read a fact",
-            "Read one fact by id, with its tags, links and strength. Counts as a recall "
-            "(which keeps the fact strong) unless peek is true.",
+            "Read one fact by id; its tags, links and strength are in the structured "
+            "content. A recall unless peek.",
             s.GetFactIn,
             Fact,
             _get,
+            briefs.fact,
         ),
         ToolSpec(
             "fact_history",
             "History of a fact",
-            "The chain of versions a fact belongs to (each superseding the one before), "
-            "oldest first: what the memory believed, and when it changed. With as_of, the "
-            "chain as it stood at that moment.",
+            "The versions of a fact, each superseding the one before, oldest first, with "
+            "when each was written.",
             s.HistoryIn,
             FactsOut,
             _history,
+            briefs.history,
             read_only=True,
         ),
         ToolSpec(
             "delete_fact",
             "Delete a fact",
-            "Delete a fact that is wrong and has no replacement; it drops out of searches "
-            "and listings (history keeps it). To correct a fact, store its new version with "
-            "supersedes_id instead.",
+            "Delete a wrong fact that has no replacement (its history keeps it). To "
+            "correct a fact, supersede it instead.",
             s.FactIdIn,
             s.DeletedOut,
             _delete,
+            briefs.whole,
             destructive=True,
         ),
         ToolSpec(
             "browse_path",
             "Browse a path",
-            "Look at one node of the tree: its tags, its child paths with how many facts "
-            "each holds, and the facts stored at the node itself. Start at / to see the "
-            "topics there are. Browsing is not a recall.",
+            "One node of the tree: its tags, child paths with their fact counts, and the "
+            "facts at the node. Start at / to see the topics. Not a recall.",
             s.BrowseIn,
             PathWithFacts,
             _browse,
+            briefs.node,
             read_only=True,
         ),
         ToolSpec(
             "list_facts",
             "List facts",
-            "List the current facts of a subtree (the whole memory by default), newest "
-            "first or strongest first, a page at a time: what you know about a topic "
-            "without a query. Listing is not a recall.",
+            "The current facts of a subtree, newest or strongest first, a page at a time: "
+            "what you know of a topic without a query. Not a recall.",
             s.ListIn,
             FactList,
             _list,
+            briefs.page,
             read_only=True,
         ),
         ToolSpec(
             "tag_path",
             "Tag a path",
-            "Set or remove tags on a node; every fact below inherits them (the nearest tag "
-            "wins). Tags such as visibility=public decide who else may read those facts.",
+            "Set or remove a node's tags; facts below inherit them, the nearest tag wins. "
+            "visibility=public lets every subject read them.",
             s.TagPathIn,
             PathOut,
             _tag,
+            briefs.tagged,
             idempotent=True,
         ),
         ToolSpec(
@@ -299,40 +297,53 @@ TOOLS: dict[str, ToolSpec] = {
             s.NoInput,
             WhoAmI,
             _whoami,
+            briefs.whole,
             read_only=True,
         ),
         ToolSpec(
             "list_policies",
             "List policies",
-            "The access policy lines of this memory (who may read, write, delete or tag "
-            "what, and the role memberships). Needs the admin role: refused otherwise.",
+            "The access policy lines: who may read, write, delete or tag what, and role "
+            "memberships. Admin role only.",
             s.NoInput,
             PolicyList,
             _list_policies,
+            briefs.policies,
             read_only=True,
         ),
         ToolSpec(
             "add_policy",
             "Add a policy",
-            "Add an access policy line, e.g. `p, alice, path:/work/*, read, allow` or "
-            "`g, alice, team`. It takes effect on the next request. Needs the admin role.",
+            "Add an access policy line, e.g. `p, alice, path:/work/*, read, allow`; it "
+            "holds from the next request. Admin role only.",
             s.PolicyLineIn,
             Policy,
             _add_policy,
+            briefs.policy,
         ),
         ToolSpec(
             "remove_policy",
             "Remove a policy",
-            "Remove an access policy line, written as list_policies shows it. It takes "
-            "effect on the next request. Needs the admin role.",
+            "Remove an access policy line, written as list_policies shows it; it holds "
+            "from the next request. Admin role only.",
             s.PolicyLineIn,
             Policy,
             _remove_policy,
+            briefs.policy,
             destructive=True,
             idempotent=True,
         ),
     )
 }
+
+
+def result_of(spec: ToolSpec, data: dict[str, Any]) -> types.CallToolResult:
+    """A tool's answer: its brief as compact JSON for the model to read, the full
+    records as structured content for programs."""
+    text = json.dumps(spec.brief(data), ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=data
+    )
 
 
 def serialize(model: type[BaseModel], data: Any) -> dict[str, Any]:
@@ -413,10 +424,7 @@ def build_server(
             result = await anyio.to_thread.run_sync(lambda: spec.run(memory, who, arguments))
             data = serialize(spec.output, result)
             outcome = "ok"
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-                structured_content=data,
-            )
+            return result_of(spec, data)
         except Exception as exc:
             # As the REST handlers do: the log gets what went wrong, the caller one line.
             if not isinstance(exc, EmbornalError):

@@ -52,6 +52,14 @@ def pending_count(conn: Connection) -> int:
     ).scalar_one()
 
 
+def any_embedded(conn: Connection) -> bool:
+    """Whether some fact (deleted and superseded ones included) holds a vector: the
+    memory's vectors then live in its model's space, which only a deliberate switch
+    (rebuild_vectors) leaves."""
+    held = select(facts.c.id).where(facts.c.embedding.is_not(None)).limit(1)
+    return conn.execute(held).first() is not None
+
+
 def rebuild_vectors(conn: Connection, width: int) -> None:
     """Move the memory to a model of another width, on purpose: forget every code and
     the cells, record `width` in meta, and queue every fact for embedding again."""

@@ -32,7 +32,6 @@ from sqlalchemy import Connection, text
 
 from app.acl.model import ACTIONS
 from app.auth.subjects import validate_subject
-from app.auth.tokens import issue_token
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.dialects import backend
@@ -500,6 +499,9 @@ class Memory:
         """A token for `subject` signed with the local key, and when it expires: for the
         owner at this machine (`token issue`, `ui`), who holds the key already. A role's
         name is refused: the server would refuse such a token (401)."""
+        # PyJWT and cryptography (~70 ms) are imported by the commands that sign.
+        from app.auth.tokens import issue_token
+
         self.refuse_role_name(subject)
         now = datetime.fromtimestamp(int(time.time()), UTC)
         return issue_token(self.runtime.settings, subject, lifetime, now=now), now + lifetime
@@ -666,6 +668,11 @@ class Memory:
         return worker
 
     # --- the service itself ------------------------------------------------------
+
+    def recorded_model(self) -> str | None:
+        """The model the memory's vectors come from, as meta names it (None before any)."""
+        with read_transaction(self.runtime.engine) as conn:
+            return migrate.stored_model(conn)
 
     def readiness(self) -> Readiness:
         """Database reachable, schema at head, and which model is loaded (no subject).
@@ -844,6 +851,10 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
     must not migrate (or otherwise change) what it copies."""
     if settings.database.url is None and not settings.database_path.is_file():
         raise InvalidInput(f"there is no memory at {settings.database_path}")
+    if target.is_dir():
+        # A folder (the container's /backups mount): a new file in it, named by the time.
+        kind = "dump" if settings.database.url is not None else "db"
+        target = target / f"memory-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
     engine = open_engine(settings)
     try:
         return backup_database(engine, target, force=force)

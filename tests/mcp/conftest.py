@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from app.mcp.server import TOOLS
 from tests.api import conftest as api
 
 # The app, tokens and policy helpers of the REST tests, for the same memory and clock.
@@ -63,11 +64,13 @@ async def mcp(app: FastAPI, auth: Any) -> AsyncIterator[Mcp]:
 
 
 async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; its structured result, which its text repeats."""
+    """Call a tool that must succeed; its structured result (the full records), whose
+    brief (app.mcp.briefs) is the one text block, as compact JSON."""
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, (tool, result.content)
     assert result.structured_content is not None
-    assert json.loads(result.content[0].text) == result.structured_content
+    (text,) = result.content
+    assert json.loads(text.text) == TOOLS[tool].brief(result.structured_content)
     return result.structured_content
 
 

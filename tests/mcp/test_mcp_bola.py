@@ -78,7 +78,7 @@ async def test_bob_never_sees_alice(mcp: Mcp, two_subjects: None, fact_count) ->
             ("browse_path", {"path": "/alice/plans"}, ("GET", "/v1/paths/alice/plans", {})),
             (
                 "tag_path",
-                {"path": "/alice/plans", "set": {"k": "v"}},
+                {"path": "/alice/plans", "tags": {"k": "v"}},
                 ("PUT", "/v1/paths/alice/plans/tags", {"json": {"k": "v"}}),
             ),
             (
@@ -158,7 +158,7 @@ async def test_read_only_facts_are_refused_on_change(
             mcp,
             bob,
             "tag_path",
-            {"path": "/alice/shared", "set": {"k": "v"}},
+            {"path": "/alice/shared", "tags": {"k": "v"}},
             ("PUT", "/v1/paths/alice/shared/tags", {"json": {"k": "v"}}),
         )
         assert fact_count() == before

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -32,8 +33,6 @@ async def test_tools_tell_an_agent_to_supersede_what_similar_shows(mcp: Mcp) -> 
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     for name in ("store_fact", "store_facts"):
         assert "similar" in tools[name].description and "supersede" in tools[name].description
-    assert "similar" in tools["store_fact"].output_schema["properties"]
-    assert "similar" in tools["store_facts"].output_schema["$defs"]["StoredFact"]["properties"]
     assert "as_of" in tools["search_facts"].input_schema["properties"]
     for name in ("list_facts", "get_fact", "fact_history"):
         assert "as_of" in tools[name].input_schema["properties"], name
@@ -143,3 +142,17 @@ async def test_policy_tools_are_for_admins_and_refused_as_rest_refuses(mcp: Mcp)
         assert added not in (await ok(client, "list_policies"))["policies"]
         gone = await refused(client, "remove_policy", line=LINE)
         assert "no such policy" in gone
+
+
+async def test_a_store_tells_the_model_which_facts_to_supersede(mcp: Mcp, model) -> None:
+    async with mcp.connect("default") as client:
+        first = await ok(client, "store_fact", path="/ops", content=BACKUP)
+        again = await client.call_tool("store_fact", {"path": "/ops", "content": AGAIN})
+    record = again.structured_content
+    assert record is not None and record["content"] == AGAIN
+    (near,) = record["similar"]
+    assert json.loads(again.content[0].text) == {
+        "id": record["id"],
+        "path": "/ops",
+        "similar": [{"id": first["id"], "path": "/ops", "cosine": round(near["cosine"], 2)}],
+    }

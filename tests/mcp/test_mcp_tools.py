@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ async def test_tools_are_described_with_schemas(mcp: Mcp) -> None:
         assert tool.input_schema["type"] == "object"
         # Unknown arguments are refused, and the schema says so to the client.
         assert tool.input_schema.get("additionalProperties") is False, tool.name
-        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        # The records are REST's (openapi.json); the model reads the text block's brief.
+        assert tool.output_schema is None
     assert "supersedes_id" in tools["store_fact"].description
     assert tools["store_fact"].input_schema["required"] == ["path", "content"]
     assert tools["delete_fact"].annotations.destructive_hint is True
@@ -126,7 +128,7 @@ BAD = [
     (
         "bad tag on a path",
         "tag_path",
-        {"path": "/a", "set": {"bad key": "v"}},
+        {"path": "/a", "tags": {"bad key": "v"}},
         ("PUT", "/v1/paths/a/tags", {"json": {"bad key": "v"}}),
     ),
 ]
@@ -176,7 +178,7 @@ async def test_correcting_and_tagging(mcp: Mcp) -> None:
         assert "superseded" in second
         node = await ok(client, "browse_path", path="/home/wifi")
         assert [f["id"] for f in node["facts"]] == [new["id"]]
-        tagged = await ok(client, "tag_path", path="/home", set={"visibility": "public"})
+        tagged = await ok(client, "tag_path", path="/home", tags={"visibility": "public"})
         assert tagged["tags"] == {"visibility": "public"}
         fact = await ok(client, "get_fact", fact_id=new["id"], peek=True)
         assert fact["effective_tags"]["visibility"] == "public"
@@ -460,3 +462,87 @@ async def test_a_browser_origin_must_be_ours_or_listed(
     for response in (listed, own, none):
         assert response.status_code == 200, response.text
         assert response.json()["result"]["tools"]
+
+
+# What an agent pays for the tools before it calls one (issue 31: it was 45,000).
+TOOLS_LIST_BUDGET = 12_000
+
+
+def typed(schema: dict[str, Any]) -> bool:
+    """A property's schema names its type (directly, or in each branch of anyOf)."""
+    if "anyOf" in schema:
+        return all(typed(branch) for branch in schema["anyOf"])
+    return "type" in schema or "enum" in schema or "$ref" in schema
+
+
+async def test_tools_list_fits_the_budget_with_every_tool_described_and_typed(mcp: Mcp) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {**mcp.auth("default"), "Accept": "application/json, text/event-stream"}
+    async with mcp.http(headers) as http:
+        response = await http.post("/mcp", json=body)
+    assert response.status_code == 200, response.text
+    assert len(response.text) <= TOOLS_LIST_BUDGET, len(response.text)
+    tools = response.json()["result"]["tools"]
+    assert {tool["name"] for tool in tools} == TOOLS
+    for tool in tools:
+        assert len(tool["description"]) > 40, tool["name"]
+        schema = tool["inputSchema"]
+        assert "title" not in json.dumps(schema), tool["name"]  # pydantic's, dropped
+        for name, prop in schema["properties"].items():
+            assert typed(prop), (tool["name"], name, prop)
+        for definition in schema.get("$defs", {}).values():
+            assert all(typed(p) for p in definition["properties"].values()), tool["name"]
+
+
+async def test_text_blocks_say_per_fact_what_an_agent_needs(mcp: Mcp) -> None:
+    facts = [
+        ("/home/kitchen", "the kettle is blue and sits left of the stove"),
+        ("/home/garden", "the blue watering can hangs in the shed"),
+        ("/home/car", "the car's spare key is in the blue box in the hall"),
+    ]
+    async with mcp.connect("default") as client:
+        stored = [await client.call_tool("store_fact", {"path": p, "content": c}) for p, c in facts]
+        found = await client.call_tool("search_facts", {"query": "blue", "mode": "keyword"})
+        old = stored[0].structured_content
+        assert old is not None
+        await ok(client, "store_fact", path="/home/kitchen", content="red", supersedes_id=old["id"])
+        got = await client.call_tool("get_fact", {"fact_id": old["id"], "peek": True})
+        page = await client.call_tool("list_facts", {"under": "/home", "limit": 2})
+    # A store: the id and folded path the agent will refer to, not its own content again.
+    assert json.loads(stored[0].content[0].text) == {"id": old["id"], "path": "/home/kitchen"}
+    # A search: per result its id, path, score and content; the records stay structured.
+    brief = json.loads(found.content[0].text)
+    assert brief["mode"] == "keyword" and len(brief["results"]) == 3
+    for item, result in zip(brief["results"], found.structured_content["results"], strict=True):
+        assert list(item) == ["id", "path", "score", "content"]
+        assert item["score"] == round(result["score"], 4)
+        assert {"owner", "strength", "effective_tags", "links"} <= set(result["fact"])
+    assert sorted(i["content"] for i in brief["results"]) == sorted(c for _p, c in facts)
+    assert len(found.content[0].text) * 2 < len(json.dumps(found.structured_content))
+    # A state an agent must not act past is named when it holds.
+    assert json.loads(got.content[0].text) == {
+        "id": old["id"],
+        "path": "/home/kitchen",
+        "content": facts[0][1],
+        "superseded_by_id": old["id"] + 3,
+    }
+    listed = json.loads(page.content[0].text)
+    assert [list(f) for f in listed["facts"]] == [["id", "path", "content"]] * 2
+    assert listed["next_cursor"] == page.structured_content["next_cursor"]
+
+
+async def test_path_tags_take_the_same_object_over_mcp_as_over_rest(mcp: Mcp) -> None:
+    tags = {"visibility": "public", "lang": "py"}
+    async with mcp.connect("default") as client:
+        await ok(client, "store_fact", path="/over-mcp/a", content="one")
+        await ok(client, "store_fact", path="/over-rest/a", content="two")
+        over_mcp = await ok(client, "tag_path", path="/over-mcp", tags=tags)
+    over_rest = await mcp.rest("default", "PUT", "/v1/paths/over-rest/tags", json=tags)
+    assert over_rest.status_code == 200, over_rest.text
+    assert over_mcp["tags"] == over_rest.json()["tags"] == tags
+    async with mcp.connect("default") as client:
+        # The old {set, remove} shape is an argument error the model can fix.
+        text = await refused(client, "tag_path", path="/over-mcp", set=tags)
+        assert "set" in text
+        removed = await ok(client, "tag_path", path="/over-mcp", remove=["lang"])
+    assert removed["tags"] == {"visibility": "public"}
