@@ -201,3 +201,17 @@ def test_casbin_keeps_policies_and_decisions_out_of_the_log_at_info(
     finally:
         root.handlers[:], _ = saved[0], root.setLevel(saved[1])
         casbin_log.setLevel(logging.ERROR)
+
+
+@pytest.mark.parametrize("q", ["what happened 3000000 days ago", "the plan on December 31st 9999"])
+def test_a_time_span_beyond_any_date_is_a_200_in_every_mode(
+    client: TestClient, auth: Auth, rt: Runtime, q: str
+) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    _store(client, auth, "/plans", "the plan for the garden")
+    for mode in ("keyword", "semantic", "hybrid"):
+        for response in (
+            client.get("/v1/search", params={"q": q, "mode": mode}, headers=auth("default")),
+            client.post("/v1/search", json={"q": q, "mode": mode}, headers=auth("default")),
+        ):
+            assert response.status_code == 200, (mode, response.text)

@@ -12,9 +12,10 @@ from fastapi import FastAPI
 from mcp.shared.exceptions import MCPError
 
 from app.api.observability import _RequestIdFilter
+from app.embeddings.fake import FakeEmbedder
 from app.main import create_app
 from app.mcp.server import GUIDE
-from tests.conftest import FakeClock, make_settings
+from tests.conftest import TEST_WIDTH, FakeClock, make_settings
 from tests.mcp.conftest import Mcp, ok, refused
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +68,16 @@ async def test_recall_unless_peek(mcp: Mcp, clock: FakeClock) -> None:
         await ok(client, "search_facts", query="kettle", mode="keyword", peek=True)
         found = await ok(client, "search_facts", query="kettle", mode="keyword")
         assert found["results"][0]["fact"]["recall_count"] == 2
+
+
+async def test_a_time_span_beyond_any_date_is_a_search_like_any_other(mcp: Mcp, rt) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    async with mcp.connect("default") as client:
+        await ok(client, "store_fact", path="/notes", content="the plan for the garden")
+        for query in ("what happened 3000000 days ago", "the plan on December 31st 9999"):
+            for mode in ("semantic", "hybrid"):
+                found = await ok(client, "search_facts", query=query, mode=mode)
+                assert isinstance(found["results"], list)
 
 
 BAD = [

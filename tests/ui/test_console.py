@@ -15,12 +15,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db.tables import casbin_rule, facts, path_tags
+from app.embeddings.fake import FakeEmbedder
 from app.runtime import Runtime
 from app.ui.headers import HEADERS
 from app.ui.pages import SESSION_COOKIE
 from app.ui.sessions import Sessions
 from app.usecases.memory import NewFact
-from tests.conftest import Actor, FakeClock
+from tests.conftest import TEST_WIDTH, Actor, FakeClock
 from tests.ui.conftest import Browser
 
 PAGES = ["/ui", "/ui/paths/", "/ui/paths/memory", "/ui/facts/1", "/ui/search?q=x", "/ui/policies"]
@@ -309,6 +310,16 @@ def test_search_shows_the_three_modes_with_scores(
     assert actor("default").memory.get("default", fact.id, peek=True).recall_count == 0
     bad = browser("default").get("/ui/search?q=lantern&min_strength=2")
     assert bad.status_code == 422 and "min_strength" in bad.text
+
+
+def test_a_time_span_beyond_any_date_is_a_page_like_any_other(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
+) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    store(actor, "default", "/notes", "the plan for the garden")
+    for q in ("what happened 3000000 days ago", "the plan on December 31st 9999"):
+        page = browser("default").get("/ui/search", params={"q": q, "mode": "hybrid"})
+        assert page.status_code == 200, page.text[-500:]
 
 
 def test_policies_page_lists_adds_removes_and_sees_as(
