@@ -24,6 +24,7 @@ from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
 from app.errors import ConfigError, StartupError
 from app.services import vector_index
+from app.services.tokens import RevocationList
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -42,6 +43,8 @@ class Runtime:
     model: LoadedModel = field(default_factory=lambda: LoadedModel("none"))
     vector_index: VectorIndex = field(default_factory=VectorIndex)
     query_cache: QueryCache = field(default_factory=QueryCache)
+    # The revoked token ids this process checks requests against (app.services.tokens).
+    revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _workers: ThreadPoolExecutor | None = field(default=None, repr=False)
     _workers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -192,7 +195,12 @@ def open_runtime(
         if stale:
             with write_transaction(engine) as conn:
                 vector_index.repartition_if_stale(conn)
-        runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
+        runtime = Runtime(
+            settings=settings,
+            engine=engine,
+            access=AccessControl(engine),
+            revocations=RevocationList(settings.auth.revocation_check_seconds),
+        )
         if load_model:
             runtime.model = loader.load_model(settings, download=download, progress=progress)
         if check_width:

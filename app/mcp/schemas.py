@@ -54,11 +54,12 @@ class FactItem(ToolInput):
     content: str = Field(
         description=("One small, self-contained statement. Link related topics as [[/some/path]]."),
     )
-    tags: dict[str, str] = Field(
-        default_factory=dict,
+    tags: dict[str, str] | None = Field(
+        default=None,
         description=(
             'Optional key=value labels, e.g. {"lang": "py"}. The key `owner` is '
-            "reserved: the memory records who wrote the fact itself."
+            "reserved: the memory records who wrote the fact itself. A supersede "
+            "without tags keeps the old fact's; {} drops them."
         ),
     )
     supersedes_id: int | None = Field(

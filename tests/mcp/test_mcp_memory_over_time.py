@@ -143,3 +143,18 @@ async def test_policy_tools_are_for_admins_and_refused_as_rest_refuses(mcp: Mcp)
         assert added not in (await ok(client, "list_policies"))["policies"]
         gone = await refused(client, "remove_policy", line=LINE)
         assert "no such policy" in gone
+
+
+async def test_a_supersede_over_mcp_keeps_the_old_facts_tags(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        old = await ok(
+            client, "store_fact", path="/cards", content="fireball", tags={"kind": "power"}
+        )
+        new = await ok(
+            client, "store_fact", path="/cards", content="fireball v2", supersedes_id=old["id"]
+        )
+        assert new["tags"] == {"kind": "power", "owner": "default"}
+        bare = await ok(
+            client, "store_fact", path="/cards", content="v3", supersedes_id=new["id"], tags={}
+        )
+        assert bare["tags"] == {"owner": "default"}
