@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     column,
     table,
+    text,
 )
 
 metadata = MetaData(
@@ -175,9 +176,14 @@ activity = Table(
     Column("policy", String, nullable=True),
     Column("jti", String, nullable=True),
     Column("note", String, nullable=True),
-    Index("ix_activity_at", "at"),
     Index("ix_activity_subject", "subject", "id"),
     Index("ix_activity_fact_id", "fact_id"),
+    Index(
+        "ix_activity_supersedes_id",
+        "supersedes_id",
+        sqlite_where=text("supersedes_id IS NOT NULL"),
+        postgresql_where=text("supersedes_id IS NOT NULL"),
+    ),
 )
 
 # One-time console sign-in codes (`embornal ui`), kept as SHA-256 digests.

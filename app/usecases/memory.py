@@ -743,6 +743,12 @@ class Memory:
         """A one-time code for a console sign-in link as `subject` (`embornal ui`): valid
         for five minutes and one use; the code and when it stops working."""
         validate_subject(subject)
+        if key_source(self.runtime.settings) != "secret":
+            # The code is exchanged for a token this memory signs: it signs none here.
+            raise Conflict(
+                "this memory's tokens come from your identity provider: sign in at "
+                "/ui/login with one of its tokens"
+            )
         with self.transaction(subject, write=True) as (conn, _ctx):
             return token_service.create_signin_code(conn, subject, time.time())
 

@@ -291,3 +291,58 @@ def test_keep_days_is_checked_in_config(settings: Settings) -> None:
 
     with pytest.raises(ConfigError, match=r"activity\.keep_days"):
         load_settings(settings.dirs, env={"EMBORNAL_ACTIVITY__KEEP_DAYS": "0"})
+
+
+def test_an_import_and_a_restore_are_one_entry_each(
+    settings: Settings, rt: Runtime, clock: FakeClock, fresh_memory, tmp_path
+) -> None:
+    import io
+
+    source = Memory(rt, clock=clock)
+    for n in range(3):
+        source.store("default", NewFact("/moved", f"fact {n}"))
+    out = io.StringIO()
+    source.export("default", out)
+    lines = out.getvalue().splitlines(keepends=True)
+    source.import_lines("default", lines)  # into a memory that holds them: a merge
+    (merged,) = source.activity("default", activity_service.Filters(action="import")).entries
+    assert merged.note == "0 facts, 0 paths, 0 path tags and 0 policies added"
+    target_rt = open_runtime_for(fresh_memory(tmp_path / "fresh"))
+    try:
+        target = Memory(target_rt, clock=clock)
+        target.import_lines("default", lines)  # into a fresh memory: a restore
+        (restored,) = target.activity("default").entries
+        assert (restored.action, restored.via, restored.subject) == ("restore", "cli", "default")
+        assert restored.note.startswith("10 facts, ")  # the 7 /memory facts and the 3
+    finally:
+        target_rt.close()
+
+
+def open_runtime_for(settings: Settings) -> Runtime:
+    from app.runtime import open_runtime
+
+    return open_runtime(settings)
+
+
+def test_the_upkeep_thread_prunes_in_the_background() -> None:
+    """A server's thread runs the pruning pass (first pass after a delay, here none), and
+    stops when told; a failed pass is logged and tried again, not fatal."""
+    import threading
+
+    from app.usecases.upkeep import Upkeep
+
+    ran = threading.Event()
+    calls: list[int] = []
+
+    def run() -> dict[str, int]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("the database was busy")
+        ran.set()
+        return {"activity": 2, "tokens": 0}
+
+    upkeep = Upkeep(run, every_seconds=0.0, first_after=0.0)
+    upkeep.start()
+    assert ran.wait(10)
+    upkeep.stop()
+    assert len(calls) >= 2 and upkeep.passes >= 1
