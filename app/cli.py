@@ -408,13 +408,17 @@ def ui_command(
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the link in a browser, where one runs")
     ] = True,
+    port: Annotated[
+        int | None,
+        typer.Option(help="The port `serve` listens on, if not server.port", min=1, max=65535),
+    ] = None,
 ) -> None:
     """Print (and open) a one-time link that signs `default` in to the web console:
     valid for five minutes and one use; it carries a code, never a token."""
     config = settings()
     with memory() as mem:
         code, _expires_at = mem.signin_code(ME)
-    link = f"{console_url(config)}/ui/login?code={code}"
+    link = f"{console_url(config, port)}/ui/login?code={code}"
     typer.echo("Sign in to the console as default with this link (valid 5 minutes, once;")
     typer.echo("`embornal serve` must be running):")
     typer.echo("")
@@ -428,15 +432,15 @@ def ui_command(
                 typer.echo("(opened in your browser)")
 
 
-def console_url(config: Settings) -> str:
+def console_url(config: Settings, port: int | None = None) -> str:
     """Where the console is: http.public_url, else the address `serve` listens on."""
-    if config.http.public_url:
+    if config.http.public_url and port is None:
         return config.http.public_url
     host = config.server.host
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     if ":" in shown:
         shown = f"[{shown}]"
-    return f"http://{shown}:{config.server.port}"
+    return f"http://{shown}:{port or config.server.port}"
 
 
 def can_open_browser() -> bool:

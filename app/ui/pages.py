@@ -478,7 +478,7 @@ def delete(request: Request, post: PostedDep, fact_id: int) -> Response:
                 "A delete cannot be undone; to correct a fact, supersede it instead.",
             ],
         )
-    return change(signed, lambda: memory.delete(signed.subject, fact_id), back=back)
+    return change(signed, lambda: memory.delete(signed.subject, _fact_id(fact_id)), back=back)
 
 
 # --- search ------------------------------------------------------------------

@@ -86,6 +86,9 @@ def test_ui_opens_the_browser_only_where_one_can_run(
     (url,) = opened
     assert url.startswith("http://127.0.0.1:8420/ui/login?code=") and url in shown.stdout
     assert invoke("ui", "--no-open").exit_code == 0 and len(opened) == 1
+    assert (
+        "http://127.0.0.1:9000/ui/login?code=" in invoke("ui", "--no-open", "--port", "9000").stdout
+    )
     # Behind a proxy the link names http.public_url.
     monkeypatch.setenv("EMBORNAL_HTTP__PUBLIC_URL", "https://memory.example.org")
     assert "https://memory.example.org/ui/login?code=" in invoke("ui", "--no-open").stdout

@@ -233,3 +233,18 @@ def test_activity_pages_continue(
     more = re.search(r'<a rel="next" href="([^"]+)"', first.text).group(1)
     second = admin.get(more.replace("&amp;", "&"))
     assert second.status_code == 200 and second.text.count('data-action="store"') == 5
+
+
+def test_an_id_beyond_any_fact_is_a_404_at_every_step(browser: Callable[..., Browser]) -> None:
+    person = browser("default")
+    person.get("/ui")
+    huge = 2**70
+    for url, form in (
+        (f"/ui/facts/{huge}/delete", {}),
+        (f"/ui/facts/{huge}/delete", {"confirm": "yes"}),
+        (f"/ui/facts/{huge}/tags", {"tags": "k=v"}),
+        (f"/ui/facts/{huge}/supersede", {"content": "x"}),
+    ):
+        assert person.post(url, form).status_code == 404, (url, form)
+    new = person.post("/ui/facts/new", {"path": "/x", "content": "y", "supersedes_id": str(huge)})
+    assert new.status_code == 404
