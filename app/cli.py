@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -46,7 +45,9 @@ app = typer.Typer(
 )
 memory_app = typer.Typer(help="Store, read and search facts.", no_args_is_help=True)
 policy_app = typer.Typer(help="Manage access policy lines (Casbin).", no_args_is_help=True)
-token_app = typer.Typer(help="Issue tokens signed with the local key.", no_args_is_help=True)
+token_app = typer.Typer(
+    help="Tokens signed with the local key: issue, list, revoke.", no_args_is_help=True
+)
 model_app = typer.Typer(help="The embedding model.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
 app.add_typer(policy_app, name="policy")
@@ -294,7 +295,7 @@ def mcp_command(
         # A role's name is never a subject: the API refuses such a token, so does this.
         mem.refuse_role_name(subject)
         warn_without_model(mem)
-        anyio.run(serve_stdio, mem, subject)
+        anyio.run(serve_stdio, mem.via("mcp"), subject)
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -348,24 +349,15 @@ def offline_hint() -> str:
 def token_issue(
     subject: Annotated[str, typer.Option("--subject", help="The token's subject (sub)")],
     expires: Annotated[str, typer.Option(help="Lifetime: 30d, 12h, 2w, 1d12h ...")] = "30d",
+    label: Annotated[str | None, typer.Option(help="What it is for, shown in `token list`")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a token signed with the local key."""
-    token, expires_at = _issue(subject, expires)
-    if as_json:
-        emit_json({"token": token, "subject": subject, "expires_at": expires_at})
-    else:
-        typer.echo(token)
-
-
-def _issue(subject: str, expires: str) -> tuple[str, datetime]:
-    """A token for `subject` signed with the local key, and when it expires (what
-    `token issue` and `ui` print); warns when no policy names the subject."""
+    """Print a token signed with the local key (recorded: `token list` shows it)."""
     from app.auth.tokens import parse_duration
 
     lifetime = parse_duration(expires)
     with memory() as mem:
-        token, expires_at = mem.sign_token(subject, lifetime)
+        issued = mem.sign_token(subject, lifetime, label=label)
         named = subject == ME or mem.is_named_by_a_policy(subject)
     if not named:
         # The token would work, but every call would answer "not found": say why now.
@@ -375,30 +367,165 @@ def _issue(subject: str, expires: str) -> tuple[str, datetime]:
             'write, allow" (and a read line)',
             err=True,
         )
-    return token, expires_at
+    record = issued.record
+    if as_json:
+        emit_json(
+            {
+                "token": issued.token,
+                "jti": record.jti,
+                "subject": subject,
+                "label": record.label,
+                "expires_at": record.expires_at,
+            }
+        )
+    else:
+        typer.echo(issued.token)
+
+
+@token_app.command("list")
+def token_list(
+    include_expired: Annotated[
+        bool, typer.Option("--all", help="Expired tokens too (kept for activity.keep_days)")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the tokens this memory signed (never the tokens themselves), newest first."""
+    with memory() as mem:
+        records = mem.list_tokens(ME, include_expired=include_expired)
+    if as_json:
+        emit_json({"tokens": records})
+        return
+    if not records:
+        typer.echo("no tokens" + ("" if include_expired else " (--all shows expired ones)"))
+        return
+    for record in records:
+        when = f"expires {record.expires_at:%Y-%m-%d %H:%M} UTC" if record.expires_at else ""
+        if record.revoked_at is not None:
+            when = f"revoked {record.revoked_at:%Y-%m-%d %H:%M} UTC by {record.revoked_by}"
+        elif record.status == "expired":
+            when = f"expired {record.expires_at:%Y-%m-%d %H:%M} UTC"
+        who = record.subject or "(not issued here)"
+        label = f"  {for_display(record.label)}" if record.label else ""
+        typer.echo(f"{record.jti}  {who:<16} {record.status:<7}  {when}{label}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    jti: Annotated[str, typer.Argument(help="The token's id, as `token list` shows it")],
+) -> None:
+    """Revoke a token: every server refuses it within a second."""
+    with memory() as mem:
+        revoked = mem.revoke_token(ME, jti)
+    whose = (
+        f" of {revoked.subject}" if revoked.subject else " (not issued here: refused all the same)"
+    )
+    typer.echo(f"revoked {revoked.jti}{whose}")
 
 
 @app.command("ui")
 def ui_command(
-    expires: Annotated[
-        str, typer.Option(help="How long the sign-in token is valid: 1h, 30m, 1d ...")
-    ] = "1h",
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the link in a browser, where one runs")
+    ] = True,
+    port: Annotated[
+        int | None,
+        typer.Option(help="The port `serve` listens on, if not server.port", min=1, max=65535),
+    ] = None,
 ) -> None:
-    """Print how to sign in to the web console as `default`.
+    """Print (and open) a one-time sign-in link to the web console for `default`.
 
-    Its address and a short-lived token to paste (never put in a URL, where logs and
-    history keep it).
+    Valid for five minutes and one use; it carries a code, never a token.
     """
-    token, expires_at = _issue(ME, expires)
     config = settings()
+    with memory() as mem:
+        code, _expires_at = mem.signin_code(ME)
+    link = f"{console_url(config, port)}/ui/login?code={code}"
+    typer.echo("Sign in to the console as default with this link (valid 5 minutes, once;")
+    typer.echo("`embornal serve` must be running):")
+    typer.echo("")
+    typer.echo(f"  {link}")
+    if open_browser and can_open_browser():
+        import webbrowser
+
+        with suppress(Exception):
+            if webbrowser.open(link):
+                typer.echo("")
+                typer.echo("(opened in your browser)")
+
+
+def console_url(config: Settings, port: int | None = None) -> str:
+    """Where the console is: http.public_url, else the address `serve` listens on."""
+    if config.http.public_url and port is None:
+        return config.http.public_url
     host = config.server.host
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     if ":" in shown:
         shown = f"[{shown}]"
-    typer.echo(f"Open http://{shown}:{config.server.port}/ui/login (with `embornal serve` running)")
-    typer.echo(f"and paste this token for {ME}, valid until {expires_at:%Y-%m-%d %H:%M} UTC:")
-    typer.echo("")
-    typer.echo(token)
+    return f"http://{shown}:{port or config.server.port}"
+
+
+def can_open_browser() -> bool:
+    """Whether a graphical browser can open: on Linux only with a display (Python's
+    webbrowser would otherwise start a text browser in this terminal)."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+# --- activity ----------------------------------------------------------------
+
+
+@app.command("activity")
+def activity_command(
+    subject: Annotated[str | None, typer.Option(help="Only this subject's changes")] = None,
+    action: Annotated[
+        str | None,
+        typer.Option(help="Only this kind: store, supersede, delete, tag_set, ... token_revoke"),
+    ] = None,
+    under: Annotated[str | None, typer.Option(help="Only changes in this subtree")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="From this RFC 3339 time (e.g. 2026-12-01T00:00:00Z)")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Up to this RFC 3339 time")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many entries (1-100)")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Who changed what, newest first: stores, supersedes, deletes, tags, policies, tokens."""
+    from app.rules import ACTIVITY_ACTIONS
+    from app.usecases.memory import ActivityFilters
+
+    wanted = ActivityFilters(
+        subject=subject,
+        action=None if action is None else _choice("--action", action, ACTIVITY_ACTIONS),
+        under=under,
+        since=since,
+        until=until,
+    )
+    with memory() as mem:
+        page = mem.activity(ME, wanted, limit=limit)
+    if as_json:
+        emit_json(page)
+        return
+    if not page.entries:
+        typer.echo("no activity matches")
+    for entry in page.entries:
+        typer.echo(describe_entry(entry))
+
+
+def describe_entry(entry: Any) -> str:
+    """One line an owner reads: when, who, how, what."""
+    what = []
+    if entry.fact_id is not None:
+        what.append(f"#{entry.fact_id}")
+    if entry.supersedes_id is not None:
+        what.append(f"(supersedes #{entry.supersedes_id})")
+    for value in (entry.path, entry.tag, entry.policy, entry.jti, entry.note):
+        if value is not None:
+            what.append(for_display(str(value)))
+    return (
+        f"{entry.at:%Y-%m-%d %H:%M:%S} UTC  {entry.subject:<12} {entry.via:<4} "
+        f"{entry.action:<13} {' '.join(what)}"
+    ).rstrip()
 
 
 # --- memory ------------------------------------------------------------------
@@ -408,7 +535,10 @@ def ui_command(
 def memory_store(
     path: Annotated[str, typer.Argument(help="Topic path, e.g. /projects/embornal")],
     text: Annotated[str, typer.Argument(help="The fact: one small statement")],
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable)")] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="key=value (repeatable); a supersede without it keeps the old"),
+    ] = None,
     supersedes: Annotated[int | None, typer.Option(help="Id of the fact this corrects")] = None,
     on_duplicate: Annotated[
         str,
@@ -422,7 +552,8 @@ def memory_store(
     from app.usecases.memory import NewFact, check_facts
 
     duplicates = _choice("--on-duplicate", on_duplicate, ON_DUPLICATE)
-    raw = NewFact(path, text, parse_tag_options(tag), supersedes)
+    # No --tag: none for a new fact; a supersede keeps the old fact's (the use case decides).
+    raw = NewFact(path, text, parse_tag_options(tag) if tag else None, supersedes)
     # Checked before the memory is opened: bad input creates no file and loads no model.
     (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:

@@ -26,7 +26,7 @@ from app.api.docs import install_docs
 from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
-from app.api.routers import facts, health, meta, paths, policies, search
+from app.api.routers import activity, facts, health, meta, paths, policies, root, search, tokens
 from app.auth.tokens import TokenVerifier
 from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, token_subject
 from app.mcp.server import ToolMetrics, build_server
@@ -57,11 +57,13 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = runtime is None
         rt = runtime or open_runtime(settings, load_model=True)
-        worker = None
+        worker = upkeep = None
         try:
             app.state.runtime = rt
-            memory = app.state.memory = Memory(rt, clock=clock)
+            memory = app.state.memory = Memory(rt, clock=clock, via="rest")
             app.state.verifier = verifier or TokenVerifier(settings)
+            # Every front end's tokens meet the memory's list of revoked ones.
+            app.state.verifier.check_revocations(memory.token_revoked)
             # The vector index is in memory before the server takes a request: no
             # /readyz says ready, and no first search pays for the load (~1 s at a
             # million facts: one read of facts_vec, see app.services.vector_index).
@@ -69,11 +71,15 @@ def create_app(
             # With a model, facts waiting for one (the /memory starter facts, imports,
             # stores made without a model) are embedded in the background.
             worker = app.state.embed_worker = memory.start_embedding_worker()
+            # The activity record (and old token records) pruned past activity.keep_days.
+            upkeep = memory.start_upkeep()
             async with mcp_endpoint.running():
                 yield
         finally:
             if worker is not None:
                 worker.stop()
+            if upkeep is not None:
+                upkeep.stop()
             if owned:
                 rt.close()
 
@@ -105,7 +111,7 @@ def create_app(
         app.add_middleware(Cors, origins=settings.http.cors_origins)
     # Outermost: every response, a refused body included, gets an id and is counted.
     app.add_middleware(ObservabilityMiddleware, metrics=HttpMetrics(registry))
-    for module in (facts, search, paths, policies, meta, health):
+    for module in (facts, search, paths, policies, tokens, activity, meta, health, root):
         _summaries_from_docstrings(module.router)
         app.include_router(module.router)
     install_console(app)
@@ -120,7 +126,7 @@ def _mcp_endpoint(app: FastAPI, settings: Settings, registry: CollectorRegistry)
 
     def memory() -> Memory:
         found: Memory = app.state.memory
-        return found
+        return found.via("mcp")
 
     def verify(token: str) -> str:
         subject: str = app.state.verifier.verify(token)

@@ -57,3 +57,23 @@ AS_OF_TODAY: tuple[str, ...] = (
     "links",
     "access rules",
 )
+
+# --- the activity record ---------------------------------------------------------
+# The front end a change came through, as the activity record names it.
+FrontEnd = Literal["rest", "mcp", "cli", "ui"]
+FRONT_ENDS: tuple[FrontEnd, ...] = get_args(FrontEnd)
+# Every kind of change the record holds (a recall is not a change).
+ActivityAction = Literal[
+    "store",
+    "supersede",
+    "delete",
+    "tag_set",
+    "tag_remove",
+    "policy_add",
+    "policy_remove",
+    "token_issue",
+    "token_revoke",
+    "import",
+    "restore",
+]
+ACTIVITY_ACTIONS: tuple[ActivityAction, ...] = get_args(ActivityAction)

@@ -26,6 +26,7 @@ from app.embeddings.query_cache import QueryCache
 from app.errors import ConfigError, StartupError
 from app.services import embedding as embedding_service
 from app.services import vector_index
+from app.services.tokens import RevocationList
 from app.services.vector_index import VectorIndex
 from app.settings import Settings
 
@@ -50,6 +51,8 @@ class Runtime:
     fell_back: bool = False
     # The default model, when the memory's own model is used instead (adopt_memory_model).
     adopted_from: str | None = None
+    # The revoked token ids this process checks requests against (app.services.tokens).
+    revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _workers: ThreadPoolExecutor | None = field(default=None, repr=False)
     _workers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -309,7 +312,12 @@ def open_runtime(
         if stale:
             with write_transaction(engine) as conn:
                 vector_index.repartition_if_stale(conn)
-        runtime = Runtime(settings=settings, engine=engine, access=AccessControl(engine))
+        runtime = Runtime(
+            settings=settings,
+            engine=engine,
+            access=AccessControl(engine),
+            revocations=RevocationList(settings.auth.revocation_check_seconds),
+        )
         runtime.adopt_memory_model()
         if load_model:
             runtime.load_model(download=download, progress=progress)

@@ -130,6 +130,11 @@ class AuthSettings(_Section):
         description="seconds, or a duration such as 30d or 12h",
     )
 
+    # How old the list of revoked tokens a request is checked against may be, at most:
+    # each server reads it again (one small read) when it is older, and at once after a
+    # revocation of its own. 0 reads it for every request.
+    revocation_check_seconds: float = Field(default=0.5, ge=0, le=60)
+
     @field_validator("max_token_lifetime", mode="before")
     @classmethod
     def _lifetime_seconds(cls, value: object) -> object:
@@ -171,6 +176,12 @@ class SearchSettings(_Section):
     # cosine as `similar`: the same statement again, to supersede rather than repeat.
     # None: the loaded model's measured cut (app.embeddings.catalog; 0.63 for minilm-l6).
     similar_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
+class ActivitySettings(_Section):
+    # The activity record keeps this many days (pruned in the background by a running
+    # server); null keeps it all. Records of tokens expired this long ago go too.
+    keep_days: int | None = Field(default=365, ge=1, le=36_500)
 
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
@@ -228,6 +239,7 @@ class Settings(_Section):
     auth: AuthSettings = AuthSettings()
     limits: LimitsSettings = LimitsSettings()
     search: SearchSettings = SearchSettings()
+    activity: ActivitySettings = ActivitySettings()
     # Where the three kinds of file live; resolved, not read from config.yaml.
     dirs: Dirs = Field(default_factory=resolve_dirs, exclude=True)
     config_source: str = Field(default="defaults", exclude=True)
@@ -250,7 +262,7 @@ class Settings(_Section):
         return self.auth.secret_file or (self.dirs.config_dir / "jwt-secret")
 
 
-SECTIONS = ("server", "http", "database", "embedding", "auth", "limits", "search")
+SECTIONS = ("server", "http", "database", "embedding", "auth", "limits", "search", "activity")
 
 
 def _env_overrides(env: Mapping[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:

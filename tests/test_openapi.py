@@ -16,9 +16,10 @@ OPERATIONS = {
     "store_fact", "store_facts_batch", "get_fact", "delete_fact", "get_fact_history",
     "recall_fact", "list_facts", "search_facts", "search_facts_post", "get_path",
     "set_path_tags", "delete_path_tag", "list_policies", "add_policy", "remove_policy",
-    "whoami", "healthz", "readyz", "metrics",
+    "whoami", "healthz", "readyz", "metrics", "list_tokens", "issue_token", "revoke_token",
+    "list_activity", "index",
 }  # fmt: skip
-PUBLIC = {"healthz", "readyz"}
+PUBLIC = {"healthz", "readyz", "index"}
 
 
 def _operations() -> list[tuple[str, str, dict]]:
@@ -60,7 +61,7 @@ def test_every_operation_is_described(path: str, method: str, operation: dict) -
 
 def test_request_bodies_refuse_unknown_fields() -> None:
     schemas = document()["components"]["schemas"]
-    for name in ("FactIn", "BatchIn", "SearchIn", "PolicyIn"):
+    for name in ("FactIn", "BatchIn", "SearchIn", "PolicyIn", "TokenIn"):
         assert schemas[name]["additionalProperties"] is False, name
 
 

@@ -14,6 +14,8 @@ import datetime as dt
 import json
 import logging
 import math
+import secrets
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -37,13 +39,14 @@ EXPIRED_MESSAGE = "the bearer token has expired"
 # that a hostile header costs nothing to refuse before any decoding.
 MAX_TOKEN_CHARS = 8 * 1024
 MAX_KID_CHARS = 256
+MAX_JTI_CHARS = 256
 # The verifier runs on the request path: an IdP that hangs must not hang requests long.
 JWKS_TIMEOUT_SECONDS = 5.0
 # At most one forced JWKS refresh per this many seconds, so tokens with made-up
 # `kid`s cannot turn every request into a fetch from the identity provider.
 JWKS_REFRESH_COOLDOWN_SECONDS = 30.0
 
-_REGISTERED_CLAIMS = frozenset({"sub", "iat", "nbf", "exp", "iss", "aud"})
+_REGISTERED_CLAIMS = frozenset({"sub", "iat", "nbf", "exp", "iss", "aud", "jti"})
 
 
 class TokenVerifier:
@@ -80,6 +83,7 @@ class TokenVerifier:
             "enforce_minimum_key_length": True,
         }
         self._key: Any = None
+        self._revoked: Callable[[str], bool] | None = None
         self._jwks: jwt.PyJWKClient | None = None
         source = key_source(settings)
         if source == "secret":
@@ -92,8 +96,31 @@ class TokenVerifier:
         else:
             self._jwks = _jwks_client(str(auth.jwks_url), auth.jwks_cache_seconds)
 
+    def check_revocations(self, revoked: Callable[[str], bool]) -> None:
+        """Refuse, from now on, every token whose `jti` `revoked(jti)` says is revoked
+        (the memory's list: app.usecases.memory.Memory.token_revoked)."""
+        self._revoked = revoked
+
     def verify(self, token: str | None) -> str:
         """Return the token's subject, or raise Unauthorized with the one fixed message."""
+        return self._checked(token)[0]
+
+    def verify_until(self, token: str | None) -> tuple[str, float]:
+        """The token's subject and its `exp` (UNIX seconds); refused as `verify` refuses."""
+        subject, claims = self._checked(token)
+        return subject, float(claims["exp"])
+
+    def _checked(self, token: str | None) -> tuple[str, dict[str, Any]]:
+        claims = self._claims(token)
+        jti = claims.get("jti")
+        # Outside _claims' catch-all: a database fault while the list is read is the
+        # server's (a 503), not a bad token's 401, which would make a client drop it.
+        if jti is not None and self._revoked is not None and self._revoked(jti):
+            logger.debug("bearer token refused: revoked")
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        return claims["sub"], claims
+
+    def _claims(self, token: str | None) -> dict[str, Any]:
         try:
             return self._verify(token)
         except jwt.ExpiredSignatureError:
@@ -117,12 +144,6 @@ class TokenVerifier:
             logger.warning("bearer token check failed unexpectedly", exc_info=True)
         raise Unauthorized(UNAUTHORIZED_MESSAGE) from None
 
-    def verify_until(self, token: str | None) -> tuple[str, float]:
-        """The token's subject and its `exp` (UNIX seconds); refused as `verify` refuses."""
-        subject = self.verify(token)
-        assert token is not None  # verify refused anything else
-        return subject, float(_strict_payload(token)["exp"])
-
     def _valid_but_expired(self, token: str | None) -> bool:
         """Whether an expired token passes every other check (PyJWT checks `exp` before
         `iss` and `aud`: a token for another audience must not hear it is only expired)."""
@@ -132,7 +153,7 @@ class TokenVerifier:
             return False
         return True
 
-    def _verify(self, token: str | None, *, check_expiry: bool = True) -> str:
+    def _verify(self, token: str | None, *, check_expiry: bool = True) -> dict[str, Any]:
         if not isinstance(token, str) or not token:
             raise _Refused("no token")
         if len(token) > MAX_TOKEN_CHARS:
@@ -163,8 +184,12 @@ class TokenVerifier:
         )
         if self._max_lifetime is not None:
             _check_lifetime(claims, self._max_lifetime)
-        subject = claims["sub"]  # present and a str: required and checked by PyJWT
-        return validate_subject(subject)
+        jti = claims.get("jti")
+        # RFC 7519: a case-sensitive string. Anything else could not be revoked.
+        if jti is not None and (not isinstance(jti, str) or not jti or len(jti) > MAX_JTI_CHARS):
+            raise _Refused(f"jti is not a string of 1 to {MAX_JTI_CHARS} characters")
+        validate_subject(claims["sub"])  # present and a str: required and checked by PyJWT
+        return claims
 
 
 class _Refused(Exception):
@@ -265,12 +290,13 @@ def issue_token(
     *,
     now: dt.datetime | None = None,
     extra_claims: dict[str, Any] | None = None,
+    jti: str | None = None,
 ) -> str:
     """Sign a token for `subject` with the local shared secret (HS* setups only).
 
-    Sets sub, iat, nbf, exp, and iss/aud when configured; uses the first configured
-    algorithm. A naive `now` is taken as UTC. Registered claims cannot be passed
-    in `extra_claims`.
+    Sets sub, iat, nbf, exp, jti (`jti`, or a new one), and iss/aud when configured;
+    uses the first configured algorithm. A naive `now` is taken as UTC. Registered
+    claims cannot be passed in `extra_claims`.
     """
     if key_source(settings) != "secret":
         raise ConfigError(
@@ -299,6 +325,7 @@ def issue_token(
         "iat": issued,
         "nbf": issued,
         "exp": issued + int(expires_in.total_seconds()),
+        "jti": jti or new_jti(),
     }
     auth = settings.auth
     if auth.issuer:
@@ -306,3 +333,9 @@ def issue_token(
     if auth.audience:
         claims["aud"] = auth.audience
     return jwt.encode(claims, ensure_secret(settings), algorithm=auth.algorithms[0])
+
+
+def new_jti() -> str:
+    """A token id no one can guess (128 random bits): knowing one revokes nothing, but a
+    guessable id would let a subject probe which tokens exist."""
+    return secrets.token_urlsafe(16)

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     column,
     table,
+    text,
 )
 
 metadata = MetaData(
@@ -139,6 +140,61 @@ facts_vec_centroids = Table(
     metadata,
     Column("list", Integer, primary_key=True, autoincrement=False),
     Column("centroid", LargeBinary, nullable=False),
+)
+
+# Tokens this memory signed (migration 0008): never the token itself. A row with no
+# subject is a jti revoked by an admin that another issuer (an identity provider) made.
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("jti", String, primary_key=True),
+    Column("subject", String, nullable=True),
+    Column("label", String, nullable=True),
+    Column("issued_by", String, nullable=True),
+    Column("issued_at", Float, nullable=True),
+    Column("expires_at", Float, nullable=True),
+    Column("revoked_at", Float, nullable=True),
+    Column("revoked_by", String, nullable=True),
+    Index("ix_tokens_subject", "subject", "issued_at"),
+    Index("ix_tokens_expires_at", "expires_at"),
+)
+
+# Who changed what (migration 0008), written in the change's own transaction; never
+# a fact's content. `via` is the front end: rest, mcp, cli or ui.
+activity = Table(
+    "activity",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("at", Float, nullable=False),
+    Column("subject", String, nullable=False),
+    Column("via", String, nullable=False),
+    Column("action", String, nullable=False),
+    Column("fact_id", BigInteger, nullable=True),
+    Column("supersedes_id", BigInteger, nullable=True),
+    Column("path", String, nullable=True),
+    Column("tag", String, nullable=True),
+    Column("policy", String, nullable=True),
+    Column("jti", String, nullable=True),
+    Column("note", String, nullable=True),
+    Index("ix_activity_subject", "subject", "id"),
+    Index("ix_activity_fact_id", "fact_id"),
+    Index(
+        "ix_activity_supersedes_id",
+        "supersedes_id",
+        sqlite_where=text("supersedes_id IS NOT NULL"),
+        postgresql_where=text("supersedes_id IS NOT NULL"),
+    ),
+)
+
+# One-time console sign-in codes (`embornal ui`), kept as SHA-256 digests.
+signin_codes = Table(
+    "signin_codes",
+    metadata,
+    Column("code_hash", String, primary_key=True),
+    Column("subject", String, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("used_at", Float, nullable=True),
 )
 
 # Views and virtual tables, created by the migrations with op.execute.

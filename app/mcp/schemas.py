@@ -59,7 +59,10 @@ class FactItem(ToolInput):
         description="Topic path, e.g. /projects/embornal/storage (lowercase; parents made)",
     )
     content: str = Field(description="One self-contained statement; link topics as [[/a/path]]")
-    tags: dict[str, str] = tags_field('e.g. {"lang": "py"}; the key owner is reserved')
+    tags: dict[str, str] | None = Field(
+        default=None,
+        description='e.g. {"lang": "py"}; owner is reserved; a supersede without keeps the old',
+    )
     supersedes_id: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="The fact this one corrects"
     )

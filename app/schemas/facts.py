@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema, field_validator
 
 from app.rules import MAX_ID, OnDuplicate
 from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
@@ -18,6 +18,13 @@ AsOfNote = Annotated[
 # Above what 32 segments of 64 characters can spell; bounds what an error message may quote.
 MAX_PATH_CHARS = 4096
 
+# Tags may be left out (a supersede then keeps the old fact's), never sent as null: the
+# document says "an object", so generated clients get one plain model for it.
+OptionalTags = Annotated[
+    dict[str, str] | None,
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "string"}}),
+]
+
 
 class FactIn(RequestModel):
     path: str = Field(
@@ -29,14 +36,24 @@ class FactIn(RequestModel):
         description="One small statement; [[/path]] links allowed",
         examples=["embornal keeps its facts in SQLite; see [[/projects/embornal/storage]]"],
     )
-    tags: dict[str, str] = Field(
-        default_factory=dict,
-        description="The fact's own tags; `owner` is written by the memory",
+    tags: OptionalTags = Field(
+        default=None,
+        description=(
+            "The fact's own tags; `owner` is written by the memory. Left out of a "
+            "supersede, the old fact's own tags are kept; `{}` drops them"
+        ),
         examples=[{"lang": "py"}],
     )
     supersedes_id: int | None = Field(
         default=None, ge=1, le=MAX_ID, description="Id of the fact this corrects"
     )
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("tags may be left out, but not null")
+        return value
 
 
 ON_DUPLICATE = (

@@ -153,9 +153,13 @@ class FactPage:
 
 @dataclass(frozen=True)
 class NewFact:
+    """A fact to store. `tags` None: not given, which for a supersede means the old
+    fact's own tags (decided by app.usecases.memory, for every front end) and
+    otherwise none."""
+
     path: str
     content: str
-    tags: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] | None = None
     supersedes_id: int | None = None
 
 
@@ -530,7 +534,7 @@ def _checked_fact(item: NewFact, limits: LimitsSettings) -> CheckedFact:
     return CheckedFact(
         path=fold_path(item.path),
         content=check_content(item.content, limits.content_chars),
-        tags=check_tags(item.tags, limits.tags_per_fact),
+        tags=None if item.tags is None else check_tags(item.tags, limits.tags_per_fact),
         supersedes_id=item.supersedes_id,
     )
 
@@ -585,7 +589,7 @@ def store_facts(
     for index, item in enumerate(checked):
         if item.supersedes_id is not None:
             _check_supersede(conn, ctx, item.supersedes_id)
-        own_tags = {**item.tags, OWNER_KEY: ctx.subject}
+        own_tags = {**(item.tags or {}), OWNER_KEY: ctx.subject}
         decision = (item.path, tuple(sorted(own_tags.items())))
         if decision not in allowed:
             if not may_store(conn, ctx, item.path, own_tags):
@@ -629,6 +633,23 @@ def store_fact(
     return store_facts(conn, ctx, [item], vectors=[vector])[0]
 
 
+def kept_tags(conn: Connection, ctx: Context, ids: Iterable[int]) -> dict[int, dict[str, str]]:
+    """The own tags of each fact among `ids` that the subject may read, but the owner
+    tag (the memory writes that one from the writer): what a supersede keeps."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        select(fact_tags.c.fact_id, fact_tags.c.key, fact_tags.c.value)
+        .join(facts, facts.c.id == fact_tags.c.fact_id)
+        .where(fact_tags.c.fact_id.in_(wanted), fact_tags.c.key != OWNER_KEY, readable(ctx))
+    )
+    kept: dict[int, dict[str, str]] = {}
+    for fact_id, key, value in rows:
+        kept.setdefault(fact_id, {})[key] = value
+    return kept
+
+
 def _check_supersede(conn: Connection, ctx: Context, old_id: int) -> None:
     """Superseding changes the old fact: it must be readable, current and writable.
 
@@ -661,11 +682,17 @@ def write_vectors(conn: Connection, fact_ids: Sequence[int], vectors: Sequence[b
     vector_index.write_codes(conn, fact_ids, vectors)
 
 
-def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:
-    """Set deleted_at; the fact drops out of everything but history."""
+def check_delete(conn: Connection, ctx: Context, fact_id: int) -> None:
+    """Refuse as a delete of the fact would be refused (NotFound, Forbidden); nothing
+    is written. A delete runs it first; the console asks it before its confirmation."""
     _readable_row(conn, ctx, fact_id, include_deleted=False)
     if not ctx.access.can("delete", _existing_resource(conn, fact_id)):
         raise Forbidden(f"{ctx.subject} may not delete fact {fact_id}")
+
+
+def delete_fact(conn: Connection, ctx: Context, fact_id: int) -> None:
+    """Set deleted_at; the fact drops out of everything but history."""
+    check_delete(conn, ctx, fact_id)
     conn.execute(update(facts).where(facts.c.id == fact_id).values(deleted_at=ctx.clock()))
 
 
@@ -731,6 +758,17 @@ def _decode_cursor(
     except (ValueError, RecursionError):
         # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
         raise InvalidInput(_BAD_CURSOR, errors=[{"loc": ["cursor"], "msg": _BAD_CURSOR}]) from None
+
+
+def listing_cursor(conn: Connection, listing: str, last_id: int) -> str:
+    """A signed cursor for another listing by descending id (the activity record): the
+    same key and checks as the fact listings', its `listing` name kept apart from theirs."""
+    return _encode_cursor(conn, {"sort": listing, "id": last_id})
+
+
+def listing_position(conn: Connection, cursor: str, listing: str) -> int:
+    """The last id a `listing_cursor` of `listing` names; InvalidInput for any other."""
+    return int(_decode_cursor(conn, cursor, listing)["id"])
 
 
 def _no_constant(name: str) -> Any:

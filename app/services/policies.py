@@ -135,3 +135,13 @@ def remove_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
     if not conn.execute(delete(casbin_rule).where(and_(*_match(line)))).rowcount:
         raise NotFound(f"no such policy: {line}")
     return line
+
+
+def find_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
+    """The line as `remove_policy` would remove it, or its refusal (Forbidden without
+    the admin role, NotFound when absent); nothing is written."""
+    _require_admin(ctx)
+    line = parse_policy_line(text)
+    if not conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
+        raise NotFound(f"no such policy: {line}")
+    return line

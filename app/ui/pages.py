@@ -9,12 +9,13 @@ shows the problem the API would have answered, with its status.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode
@@ -33,10 +34,10 @@ from starlette.background import BackgroundTask
 from app.auth.tokens import TokenVerifier
 from app.durations import parse_duration
 from app.errors import EmbornalError, Forbidden, InvalidInput, Unauthorized
-from app.rules import MAX_ID, MODES, Mode
+from app.rules import ACTIVITY_ACTIONS, MAX_ID, MODES, Mode
 from app.ui import render
-from app.ui.sessions import Session, Sessions
-from app.usecases.memory import Memory, NewFact, SearchRequest
+from app.ui.sessions import MAX_SESSION_SECONDS, Session, Sessions
+from app.usecases.memory import ActivityFilters, Memory, NewFact, SearchRequest
 
 SESSION_COOKIE = "embornal_session"
 LOGIN_COOKIE = "embornal_login"  # the sign-in form's CSRF value, before any session
@@ -58,6 +59,9 @@ templates.globals.update(
     when=render.when,
     size=render.size,
     content_html=render.content_html,
+    via_name=render.via_name,
+    change_line=render.change_line,
+    entry_what=render.entry_what,
     modes=MODES,
 )
 
@@ -89,8 +93,9 @@ class Signed:
 
 
 def memory_of(request: Request) -> Memory:
+    """The app's memory as the console uses it: its changes are recorded as the console's."""
     memory: Memory = request.app.state.memory
-    return memory
+    return memory.via("ui")
 
 
 def sessions_of(request: Request) -> Sessions:
@@ -188,6 +193,41 @@ def change(signed: Signed, do: Callable[[], object], *, back: str) -> Response:
     return see_other(back)
 
 
+def confirmed(form: dict[str, str]) -> bool:
+    """Whether a destructive form is the second POST, sent from its confirmation page."""
+    return form.get("confirm") == "yes"
+
+
+def confirm_page(
+    signed: Signed,
+    *,
+    title: str,
+    action: str,
+    button: str,
+    back: str,
+    consequences: list[str],
+    fields: dict[str, str] | None = None,
+    fact: Any = None,
+    token: Any = None,
+    code: str | None = None,
+) -> HTMLResponse:
+    """What a destructive change will do, and a form that posts it again with `confirm`
+    (and the session's CSRF token, as every form): the first POST changes nothing."""
+    return page(
+        "confirm.html",
+        signed,
+        title=title,
+        action=action,
+        button=button,
+        back=back,
+        consequences=consequences,
+        fields=fields or {},
+        fact=fact,
+        token=token,
+        code=code,
+    )
+
+
 def see_other(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
@@ -201,9 +241,13 @@ def secure(request: Request) -> bool:
 
 
 @router.get("/login")
-def login_form(request: Request) -> HTMLResponse:
+def login_form(
+    request: Request, code: Annotated[str | None, Query(max_length=128)] = None
+) -> HTMLResponse:
+    """The sign-in form; with `code` (the one-time link `embornal ui` prints), a form
+    that posts the code at once (console.js): a link preview's GET uses nothing up."""
     nonce = secrets.token_urlsafe(32)
-    response = page("login.html", None, login_csrf=nonce, error=None)
+    response = page("login.html", None, login_csrf=nonce, error=None, code=code or "")
     _set_login_cookie(request, response, nonce)
     return response
 
@@ -227,16 +271,26 @@ def login(request: Request, form: Annotated[dict[str, str], Depends(form_fields)
     if not expected or not sent or not hmac.compare_digest(sent.encode(), expected.encode()):
         raise Refused(403, "the sign-in form's CSRF token is missing or wrong: reload the page")
     verifier: TokenVerifier = request.app.state.verifier
+    code = form.get("code", "").strip()
+    token = form.get("token", "").strip()
     try:
-        subject, expires_at = verifier.verify_until(form.get("token", "").strip())
+        if code:
+            # A one-time code: exchanged for a token of its own, recorded (so revoking
+            # it ends the session), as long as a session lives.
+            lifetime = timedelta(seconds=MAX_SESSION_SECONDS)
+            subject, token, expires_at = memory_of(request).redeem_signin_code(code, lifetime)
+        else:
+            subject, expires_at = verifier.verify_until(token)
         # The same refusal as every request's: a role's name is never a subject.
         memory_of(request).whoami(subject)
-    except Unauthorized as exc:
+    except EmbornalError as exc:
         nonce = secrets.token_urlsafe(32)
-        response = page("login.html", None, status=401, login_csrf=nonce, error=exc.detail)
+        response = page(
+            "login.html", None, status=exc.status, login_csrf=nonce, error=exc.detail, code=""
+        )
         _set_login_cookie(request, response, nonce)
         return response
-    session_id, session = sessions_of(request).open(subject, form["token"].strip(), expires_at)
+    session_id, session = sessions_of(request).open(subject, token, expires_at)
     redirect = see_other("/ui")
     redirect.set_cookie(
         SESSION_COOKIE,
@@ -358,6 +412,8 @@ def fact_page(request: Request, signed: SignedDep, fact_id: int) -> HTMLResponse
     except EmbornalError as exc:
         return problem_page(signed, exc, back="/ui")
     now = memory.now()
+    # Who stored, superseded or deleted it, as far as the reader may see the record.
+    changes = memory.activity(signed.subject, ActivityFilters(fact_id=view.fact.id), limit=10)
     return page(
         "fact.html",
         signed,
@@ -366,6 +422,8 @@ def fact_page(request: Request, signed: SignedDep, fact_id: int) -> HTMLResponse
         fact=view.fact,
         curve=render.curve(view.fact, now),
         crumbs=_crumbs(view.fact.path),
+        changes=changes.entries,
+        tags_text=tags_text(view.fact.tags),
     )
 
 
@@ -377,7 +435,8 @@ def supersede(request: Request, post: PostedDep, fact_id: int) -> Response:
         old = memory.get(signed.subject, _fact_id(fact_id), peek=True)
         new = memory.store(
             signed.subject,
-            NewFact(old.path, form.get("content", ""), {}, supersedes_id=old.id),
+            # No tags given: the supersede keeps the old fact's (decided by the use case).
+            NewFact(old.path, form.get("content", ""), None, supersedes_id=old.id),
         )
     except EmbornalError as exc:
         return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
@@ -397,13 +456,29 @@ def recall(request: Request, post: PostedDep, fact_id: int) -> Response:
 
 @router.post("/facts/{fact_id:int}/delete")
 def delete(request: Request, post: PostedDep, fact_id: int) -> Response:
-    signed, _form = post
+    """First POST: what the delete would do (or its refusal); with `confirm`, do it."""
+    signed, form = post
     memory = memory_of(request)
-    return change(
-        signed,
-        lambda: memory.delete(signed.subject, _fact_id(fact_id)),
-        back=f"/ui/facts/{fact_id}",
-    )
+    back = f"/ui/facts/{fact_id}"
+    if not confirmed(form):
+        try:
+            fact = memory.fact_to_delete(signed.subject, _fact_id(fact_id))
+        except EmbornalError as exc:
+            return problem_page(signed, exc, back=back)
+        return confirm_page(
+            signed,
+            title=f"Delete fact #{fact.id}?",
+            action=f"/ui/facts/{fact.id}/delete",
+            button="Delete",
+            back=back,
+            fact=fact,
+            consequences=[
+                f"It drops out of searches, listings and {fact.path} for every reader.",
+                "Its history keeps it, and a read by id with include_deleted shows it.",
+                "A delete cannot be undone; to correct a fact, supersede it instead.",
+            ],
+        )
+    return change(signed, lambda: memory.delete(signed.subject, _fact_id(fact_id)), back=back)
 
 
 # --- search ------------------------------------------------------------------
@@ -495,7 +570,6 @@ def _policies_page(
     see_path: str = "/",
     cursor: str | None = None,
     *,
-    issued: dict[str, Any] | None = None,
     status: int = 200,
 ) -> HTMLResponse:
     memory = memory_of(request)
@@ -527,7 +601,6 @@ def _policies_page(
         seen=seen,
         seen_problem=seen_problem,
         next_url=next_url,
-        issued=issued,
     )
 
 
@@ -542,33 +615,30 @@ def add_policy(request: Request, post: PostedDep) -> Response:
 
 @router.post("/policies/remove")
 def remove_policy(request: Request, post: PostedDep) -> Response:
+    """First POST: the line and what removing it does (or the refusal); with `confirm`, do it."""
     signed, form = post
     memory = memory_of(request)
-    return change(
-        signed,
-        lambda: memory.remove_policy(signed.subject, form.get("line", "")),
-        back="/ui/policies",
-    )
-
-
-@router.post("/tokens")
-def issue_token(request: Request, post: PostedDep) -> HTMLResponse:
-    """A token for a subject, shown once on this (uncached) page and never again."""
-    signed, form = post
-    try:
-        lifetime = parse_duration(form.get("expires", "") or "30d")
-        subject = form.get("subject", "").strip()
-        token, expires_at = memory_of(request).issue_token(signed.subject, subject, lifetime)
-    except EmbornalError as exc:
-        return problem_page(signed, exc, back="/ui/policies")
-    issued = {
-        "subject": subject,
-        "token": token,
-        "expires_at": expires_at,
-        # As `token issue` warns: such a token works, but finds only what everyone may.
-        "unnamed": not memory_of(request).is_named_by_a_policy(subject),
-    }
-    return _policies_page(request, signed, issued=issued)
+    line = form.get("line", "")
+    if not confirmed(form):
+        try:
+            found = memory.policy_to_remove(signed.subject, line)
+        except EmbornalError as exc:
+            return problem_page(signed, exc, back="/ui/policies")
+        return confirm_page(
+            signed,
+            title="Remove this policy line?",
+            action="/ui/policies/remove",
+            button="Remove",
+            back="/ui/policies",
+            fields={"line": str(found["line"])},
+            code=str(found["line"]),
+            consequences=[
+                "What it grants (or denies, or the role it gives) ends on the next request "
+                "of every server.",
+                "Removing a line that gives the admin role can lock you out of this page.",
+            ],
+        )
+    return change(signed, lambda: memory.remove_policy(signed.subject, line), back="/ui/policies")
 
 
 @router.get("/export")
@@ -617,4 +687,265 @@ def backup(request: Request, signed: SignedDep) -> Response:
         media_type="application/octet-stream",
         filename=name,
         background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
+    )
+
+
+# --- writing: a new fact, and a fact's tags ------------------------------------------
+
+
+def parse_tags(text: str) -> dict[str, str]:
+    """`key=value` pairs separated by spaces, commas or lines (a value holds none of
+    them: SPEC "Tags"); the memory checks keys and values as for any store."""
+    tags: dict[str, str] = {}
+    for pair in re.split(r"[\s,]+", text.strip()):
+        if not pair:
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep:
+            message = f"tags are key=value pairs separated by spaces; {pair[:64]!r} is not one"
+            raise InvalidInput(message, errors=[{"loc": ["tags"], "msg": message}])
+        tags[key] = value
+    return tags
+
+
+def tags_text(tags: dict[str, str]) -> str:
+    """A fact's own tags as the tags field shows them (the memory writes `owner`)."""
+    return " ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k != "owner")
+
+
+@router.get("/facts/new")
+def new_fact_form(
+    request: Request,
+    signed: SignedDep,
+    path: Annotated[str, Query(max_length=2200)] = "",
+) -> HTMLResponse:
+    return page(
+        "new_fact.html",
+        signed,
+        nav="new",
+        form={"path": path, "content": "", "tags": "", "supersedes_id": ""},
+        similar=None,
+        problem=None,
+    )
+
+
+@router.post("/facts/new")
+def new_fact(request: Request, post: PostedDep) -> Response:
+    """Store a fact from the form. The first POST shows the facts it is `similar` to,
+    if any, and stores nothing; storing it anyway (or as a supersede of one of them)
+    is a second POST with `confirm`. With none similar it is stored at once."""
+    signed, form = post
+    memory = memory_of(request)
+    values = {k: form.get(k, "") for k in ("path", "content", "tags", "supersedes_id")}
+    try:
+        supersedes = values["supersedes_id"].strip()
+        if supersedes and not (supersedes.isascii() and supersedes.isdigit()):
+            message = "supersedes must be a fact's id (a number)"
+            raise InvalidInput(message, errors=[{"loc": ["supersedes_id"], "msg": message}])
+        item = NewFact(
+            values["path"],
+            values["content"],
+            parse_tags(values["tags"]) if values["tags"].strip() else None,
+            _fact_id(int(supersedes)) if supersedes else None,
+        )
+        if not confirmed(form):
+            similar = memory.similar_to_new(signed.subject, item)
+            if similar:
+                shown = _with_content(memory, signed.subject, similar)
+                return page(
+                    "new_fact.html", signed, nav="new", form=values, similar=shown, problem=None
+                )
+        stored = memory.store(signed.subject, item)
+    except EmbornalError as exc:
+        return page(
+            "new_fact.html",
+            signed,
+            nav="new",
+            status=exc.status,
+            form=values,
+            similar=None,
+            problem=exc,
+        )
+    return see_other(f"/ui/facts/{stored.id}")
+
+
+def _with_content(memory: Memory, subject: str, similar: list[Any]) -> list[tuple[Any, Any]]:
+    """Each similar fact with the fact itself (a peek), so the person reads what it says;
+    one hidden or deleted since is left out."""
+    shown = []
+    for hit in similar:
+        try:
+            shown.append((hit, memory.get(subject, hit.id, peek=True)))
+        except EmbornalError:
+            continue
+    return shown
+
+
+@router.post("/facts/{fact_id:int}/tags")
+def change_tags(request: Request, post: PostedDep, fact_id: int) -> Response:
+    """A fact never changes: new tags are a supersede with the same content."""
+    signed, form = post
+    memory = memory_of(request)
+    try:
+        new = memory.retag(signed.subject, _fact_id(fact_id), parse_tags(form.get("tags", "")))
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back=f"/ui/facts/{fact_id}")
+    return see_other(f"/ui/facts/{new.id}")
+
+
+# --- tokens ------------------------------------------------------------------------
+
+
+def _tokens_page(
+    request: Request,
+    signed: Signed,
+    *,
+    include_expired: bool = False,
+    issued: Any = None,
+    status: int = 200,
+) -> HTMLResponse:
+    memory = memory_of(request)
+    try:
+        records = memory.list_tokens(signed.subject, include_expired=include_expired)
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui")
+    return page(
+        "tokens.html",
+        signed,
+        nav="tokens",
+        status=status,
+        records=records,
+        include_expired=include_expired,
+        issued=issued,
+        # As `token issue` warns: such a token works, but finds only what everyone may.
+        unnamed=issued is not None and not memory.is_named_by_a_policy(issued.record.subject),
+    )
+
+
+@router.get("/tokens")
+def tokens_page(
+    request: Request,
+    signed: SignedDep,
+    include_expired: Annotated[bool, Query(alias="all")] = False,
+) -> HTMLResponse:
+    return _tokens_page(request, signed, include_expired=include_expired)
+
+
+@router.post("/tokens")
+def issue_token(request: Request, post: PostedDep) -> HTMLResponse:
+    """A token, shown once on this (uncached) page and never again: for any subject by
+    an admin, for oneself by anyone else (within auth.max_token_lifetime)."""
+    signed, form = post
+    try:
+        lifetime = parse_duration(form.get("expires", "") or "30d")
+        subject = form.get("subject", "").strip() or signed.subject
+        issued = memory_of(request).issue_token(
+            signed.subject, subject, lifetime, label=form.get("label") or None
+        )
+    except EmbornalError as exc:
+        return problem_page(signed, exc, back="/ui/tokens")
+    return _tokens_page(request, signed, issued=issued)
+
+
+@router.post("/tokens/revoke")
+def revoke_token(request: Request, post: PostedDep) -> Response:
+    """First POST: whose token it is and what revoking does; with `confirm`, revoke it."""
+    signed, form = post
+    memory = memory_of(request)
+    jti = form.get("jti", "").strip()
+    if not confirmed(form):
+        try:
+            if not jti:
+                raise InvalidInput("give the id (jti) of the token to revoke")
+            record = memory.token_to_revoke(signed.subject, jti)
+        except EmbornalError as exc:
+            return problem_page(signed, exc, back="/ui/tokens")
+        consequences = [
+            "Every request with it is refused (401) from the next second on, on every "
+            "server, over the API, MCP and the console alike.",
+            "It cannot be taken back: issue a new token for its holder instead.",
+        ]
+        if record is None:
+            consequences.insert(
+                0,
+                "This memory did not issue it: a token with this jti from your identity "
+                "provider is refused all the same.",
+            )
+        elif record.subject == signed.subject:
+            consequences.append("If this console session runs on it, the session ends.")
+        return confirm_page(
+            signed,
+            title="Revoke this token?",
+            action="/ui/tokens/revoke",
+            button="Revoke",
+            back="/ui/tokens",
+            fields={"jti": jti},
+            token=record,
+            code=jti,
+            consequences=consequences,
+        )
+    return change(signed, lambda: memory.revoke_token(signed.subject, jti), back="/ui/tokens")
+
+
+# --- the activity record -----------------------------------------------------------
+
+_LOCAL_MINUTE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?$")
+
+
+def _moment(value: str) -> str | None:
+    """A time from the filter form: a datetime-local input has no zone; it means UTC."""
+    value = value.strip()
+    if not value:
+        return None
+    match = _LOCAL_MINUTE.match(value)
+    if match is None:
+        return value
+    return value + ("Z" if match.group(1) else ":00Z")
+
+
+@router.get("/activity")
+def activity_page(
+    request: Request,
+    signed: SignedDep,
+    subject: Annotated[str, Query(max_length=128)] = "",
+    action: Annotated[str, Query(max_length=32)] = "",
+    under: Annotated[str, Query(max_length=2200)] = "",
+    since: Annotated[str, Query(max_length=64)] = "",
+    until: Annotated[str, Query(max_length=64)] = "",
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> HTMLResponse:
+    """Who changed what, with the API's filters: everything for an admin, else one's own."""
+    filters = {
+        "subject": subject.strip(),
+        "action": action.strip(),
+        "under": under.strip(),
+        "since": since.strip(),
+        "until": until.strip(),
+    }
+    wanted = ActivityFilters(
+        subject=filters["subject"] or None,
+        action=filters["action"] or None,
+        under=filters["under"] or None,
+        since=_moment(filters["since"]),
+        until=_moment(filters["until"]),
+    )
+    entries, next_url, problem = [], None, None
+    try:
+        found = memory_of(request).activity(signed.subject, wanted, limit=PAGE, cursor=cursor)
+        entries = found.entries
+        if found.next_cursor:
+            query = {k: v for k, v in filters.items() if v} | {"cursor": found.next_cursor}
+            next_url = "/ui/activity?" + urlencode(query)
+    except EmbornalError as exc:
+        problem = exc
+    return page(
+        "activity.html",
+        signed,
+        nav="activity",
+        status=problem.status if problem else 200,
+        filters=filters,
+        actions=ACTIVITY_ACTIONS,
+        entries=entries,
+        next_url=next_url,
+        problem=problem,
     )

@@ -207,3 +207,67 @@ def curve(fact: Fact, now: float, *, width: int = 880, height: int = 240) -> Cur
         ticks=ticks,
         summary=summary,
     )
+
+
+VIA_NAMES = {"rest": "REST", "mcp": "MCP", "cli": "the CLI", "ui": "the console"}
+
+
+def via_name(via: str) -> str:
+    """The front end an activity entry came through, as a person says it."""
+    return VIA_NAMES.get(via, via)
+
+
+_CHANGE_WORDS = {
+    "store": "stored",
+    "supersede": "stored",
+    "delete": "deleted",
+}
+
+
+def change_line(entry: object, fact_id: int) -> Markup:
+    """What an entry did to the fact a page shows: stored, superseded, deleted."""
+    action = getattr(entry, "action", "")
+    if action == "supersede" and getattr(entry, "supersedes_id", None) == fact_id:
+        new = getattr(entry, "fact_id", None)
+        return Markup('superseded by <a href="/ui/facts/{}">#{}</a>').format(new, new)
+    if action == "supersede":
+        old = getattr(entry, "supersedes_id", None)
+        return Markup('stored, superseding <a href="/ui/facts/{}">#{}</a>').format(old, old)
+    return Markup(escape(_CHANGE_WORDS.get(action, action.replace("_", " "))))
+
+
+def entry_what(entry: object) -> Markup:
+    """What an activity entry changed, as one line of escaped HTML: the action, then the
+    fact (linked), the fact it replaced, the path (linked), tag, policy line, jti, note."""
+    parts: list[Markup] = [
+        Markup("<strong>{}</strong>").format(str(getattr(entry, "action", "")).replace("_", " "))
+    ]
+    fact_id = getattr(entry, "fact_id", None)
+    if fact_id is not None:
+        parts.append(
+            Markup('<a class="fact-link" href="/ui/facts/{}">#{}</a>').format(fact_id, fact_id)
+        )
+    old = getattr(entry, "supersedes_id", None)
+    if old is not None:
+        parts.append(
+            Markup('<span class="meta">replacing</span> <a href="/ui/facts/{}">#{}</a>').format(
+                old, old
+            )
+        )
+    path = getattr(entry, "path", None)
+    if path is not None:
+        where = (
+            Markup('<a class="path" href="{}">{}</a>').format(path_href(path), path)
+            if SAFE_PATH.match(path)
+            else Markup('<span class="path">{}</span>').format(path)
+        )
+        parts.append(Markup('<span class="meta">at</span> ') + where)
+    for name, css in (("tag", "tag"), ("policy", ""), ("jti", "")):
+        value = getattr(entry, name, None)
+        if value is not None:
+            label = Markup('<span class="meta">token</span> ') if name == "jti" else Markup("")
+            parts.append(label + Markup('<code class="{}">{}</code>').format(css, value))
+    note = getattr(entry, "note", None)
+    if note is not None:
+        parts.append(Markup('<span class="meta">{}</span>').format(note))
+    return Markup(" ").join(parts)

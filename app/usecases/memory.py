@@ -31,6 +31,7 @@ import numpy as np
 from sqlalchemy import Connection, text
 
 from app.acl.model import ACTIONS
+from app.auth.keys import key_source
 from app.auth.subjects import validate_subject
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
@@ -39,26 +40,64 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, is_public
-from app.rules import LOCAL_SUBJECT, MAX_SIMILAR, ListSort, Mode, OnDuplicate, SearchSort
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable, is_public
+from app.rules import (
+    LOCAL_SUBJECT,
+    MAX_SIMILAR,
+    ActivityAction,
+    FrontEnd,
+    ListSort,
+    Mode,
+    OnDuplicate,
+    SearchSort,
+)
 from app.runtime import Runtime, open_engine, open_runtime
+from app.services import activity as activity_service
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
 from app.services import ranking, transfer
 from app.services import search as search_service
+from app.services import tokens as token_service
+from app.services.activity import EntryPage
+from app.services.activity import Filters as ActivityFilters
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
 from app.services.embedding import ProgressCallback, embed_for_store
 from app.services.facts import CheckedFact, Fact, FactPage, NewFact, Similar, StoredFact
 from app.services.paths import Child, Node
 from app.services.search import SearchPage
+from app.services.strength import SECONDS_PER_DAY
+from app.services.tokens import TokenRecord
 from app.services.validation import fold_path, parse_moment
 from app.settings import LimitsSettings, Settings
+from app.usecases.upkeep import UPKEEP_SECONDS, Upkeep
 
 Clock = Callable[[], float]
 log = logging.getLogger(__name__)
+
+# The longest token a subject may issue for itself when auth.max_token_lifetime is off.
+SELF_ISSUED_MAX = timedelta(days=30)
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A token just signed (shown once, never stored) and its record."""
+
+    token: str
+    record: TokenRecord
+
+
+def _many(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _days(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    if seconds % 86_400 == 0:
+        return f"{seconds // 86_400} days"
+    return f"{seconds} seconds"
 
 
 @dataclass(frozen=True)
@@ -178,9 +217,25 @@ class Memory:
     `clock` gives the time as UNIX seconds; tests pass one they move by hand.
     """
 
-    def __init__(self, runtime: Runtime, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, *, clock: Clock | None = None, via: FrontEnd = "cli"
+    ) -> None:
         self.runtime = runtime
         self._clock = clock or time.time
+        # The front end this Memory serves: what the activity record names for a change.
+        self.front_end: FrontEnd = via
+        self._siblings: dict[FrontEnd, Memory] = {via: self}
+
+    def via(self, front_end: FrontEnd) -> Memory:
+        """This memory as another front end uses it (same runtime and clock): the REST
+        app's Memory hands the console and MCP theirs, so each change is recorded with
+        the front end it came through."""
+        sibling = self._siblings.get(front_end)
+        if sibling is None:
+            sibling = Memory(self.runtime, clock=self._clock, via=front_end)
+            sibling._siblings = self._siblings
+            self._siblings[front_end] = sibling
+        return sibling
 
     # --- transactions ----------------------------------------------------------
 
@@ -243,9 +298,7 @@ class Memory:
         # The model runs before the write lock: it must not hold up other writers.
         embedder = self._model()
         vectors = embed_for_store(embedder, [item.content for item in checked])
-        threshold = self.runtime.settings.search.similar_threshold
-        if threshold is None and embedder is not None:
-            threshold = catalog.similar_cosine(embedder.name)
+        threshold = self._similar_threshold(embedder)
         near: list[list[Similar] | None] = [None] * len(checked)
         if threshold is not None and any(vector is not None for vector in vectors):
             # In a read snapshot, as a search ranks: a batch's searches (a few ms each)
@@ -265,10 +318,71 @@ class Memory:
             near = [None if found is None else [s for s in found if s.id in kept] for found in near]
             if on_duplicate == "refuse":
                 _refuse_duplicates(near, error_prefix, many=len(checked) > 1)
+            checked = self._keep_tags(conn, ctx, checked)
             facts = fact_service.store_facts(
                 conn, ctx, checked, vectors=vectors, error_prefix=error_prefix
             )
+            self._record_stores(conn, ctx, checked, facts)
             return [fact_service.stored(f, n) for f, n in zip(facts, near, strict=True)]
+
+    def _keep_tags(
+        self, conn: Connection, ctx: Context, items: Sequence[CheckedFact]
+    ) -> list[CheckedFact]:
+        """A supersede keeps the old fact's own tags unless the request gives tags (an
+        empty mapping drops them): SPEC "Memory over time", decided here once for the
+        REST API, MCP, the CLI and the console. A store of a new fact without tags has none."""
+        olds = [i.supersedes_id for i in items if i.tags is None and i.supersedes_id is not None]
+        kept = fact_service.kept_tags(conn, ctx, olds) if olds else {}
+        return [
+            replace(item, tags=kept.get(item.supersedes_id or 0, {})) if item.tags is None else item
+            for item in items
+        ]
+
+    def _record_stores(
+        self,
+        conn: Connection,
+        ctx: Context,
+        items: Sequence[CheckedFact],
+        stored: Sequence[Fact],
+    ) -> None:
+        kinds: tuple[tuple[ActivityAction, bool], ...] = (("store", False), ("supersede", True))
+        for action, wanted in kinds:
+            activity_service.record_many(
+                conn,
+                ctx,
+                self.front_end,
+                action,
+                [
+                    {"fact_id": fact.id, "path": fact.path, "supersedes_id": item.supersedes_id}
+                    for item, fact in zip(items, stored, strict=True)
+                    if (item.supersedes_id is not None) == wanted
+                ],
+            )
+
+    def _similar_threshold(self, embedder: Embedder | None) -> float | None:
+        threshold = self.runtime.settings.search.similar_threshold
+        if threshold is None and embedder is not None:
+            threshold = catalog.similar_cosine(embedder.name)
+        return threshold
+
+    def similar_to_new(self, subject: str, item: NewFact) -> list[Similar] | None:
+        """What storing `item` would name as `similar`, storing nothing: the console
+        shows it before the person commits. None when it cannot be looked for (no
+        model, or the model failed)."""
+        (checked,) = fact_service.validate_new_facts([item], self.runtime.settings.limits)
+        embedder = self._model()
+        (vector,) = embed_for_store(embedder, [checked.content])
+        threshold = self._similar_threshold(embedder)
+        if threshold is None or vector is None:
+            return None
+        with self.transaction(subject) as (conn, ctx):
+            return self._similar(conn, ctx, vector, threshold, checked.supersedes_id)
+
+    def retag(self, subject: str, fact_id: int, tags: Mapping[str, str]) -> StoredFact:
+        """Change a fact's tags: a supersede by the same content with `tags` (a fact
+        never changes; its history keeps the old tags)."""
+        old = self.get(subject, fact_id, peek=True)
+        return self.store(subject, NewFact(old.path, old.content, dict(tags), supersedes_id=old.id))
 
     def _similar(
         self,
@@ -326,9 +440,18 @@ class Memory:
                 conn, ctx, fact_id, as_of=fact_service.moment(conn, ctx, as_of)
             )
 
+    def fact_to_delete(self, subject: str, fact_id: int) -> Fact:
+        """The fact a delete would delete (a peek), or the delete's own refusal:
+        for the console's confirmation step, which writes nothing."""
+        with self.transaction(subject) as (conn, ctx):
+            fact_service.check_delete(conn, ctx, fact_id)
+            return fact_service.get_fact(conn, ctx, fact_id, peek=True)
+
     def delete(self, subject: str, fact_id: int) -> None:
         with self.transaction(subject, write=True) as (conn, ctx):
             fact_service.delete_fact(conn, ctx, fact_id)
+            path = fact_service.similar_paths(conn, [fact_id])[fact_id]
+            activity_service.record(conn, ctx, self.front_end, "delete", fact_id=fact_id, path=path)
 
     def list_facts(
         self,
@@ -405,15 +528,29 @@ class Memory:
         """Set and remove tags on a node in one transaction; returns the node."""
         with self.transaction(subject, write=True) as (conn, ctx):
             for key in remove:
-                path_service.remove_path_tag(conn, ctx, path, key)
-            return path_service.set_path_tags(conn, ctx, path, dict(set_tags or {}))
+                self._remove_path_tag(conn, ctx, path, key)
+            node = path_service.set_path_tags(conn, ctx, path, dict(set_tags or {}))
+            activity_service.record_many(
+                conn,
+                ctx,
+                self.front_end,
+                "tag_set",
+                [{"path": node.path, "tag": f"{k}={v}"} for k, v in (set_tags or {}).items()],
+            )
+            return node
 
     def set_path_tags(self, subject: str, path: str, tags: Mapping[str, str]) -> Node:
         return self.tag_path(subject, path, set_tags=tags)
 
     def remove_path_tag(self, subject: str, path: str, key: str) -> None:
         with self.transaction(subject, write=True) as (conn, ctx):
-            path_service.remove_path_tag(conn, ctx, path, key)
+            self._remove_path_tag(conn, ctx, path, key)
+
+    def _remove_path_tag(self, conn: Connection, ctx: Context, path: str, key: str) -> None:
+        path_service.remove_path_tag(conn, ctx, path, key)
+        activity_service.record(
+            conn, ctx, self.front_end, "tag_remove", path=fold_path(path), tag=key
+        )
 
     # --- the console's views ---------------------------------------------------
 
@@ -489,22 +626,189 @@ class Memory:
             subject, folded, roles, may, node_visible, page.facts, count, page.next_cursor
         )
 
-    def issue_token(self, admin: str, subject: str, lifetime: timedelta) -> tuple[str, float]:
-        """As `admin`, a token for `subject` signed with the local key, and its expiry."""
-        self.require_admin(admin, "issuing tokens needs the admin role")
-        token, expires_at = self.sign_token(subject, lifetime)
-        return token, expires_at.timestamp()
+    # --- tokens and sign-in ------------------------------------------------------
 
-    def sign_token(self, subject: str, lifetime: timedelta) -> tuple[str, datetime]:
-        """A token for `subject` signed with the local key, and when it expires: for the
-        owner at this machine (`token issue`, `ui`), who holds the key already. A role's
-        name is refused: the server would refuse such a token (401)."""
+    def issue_token(
+        self, issuer: str, subject: str, lifetime: timedelta, *, label: str | None = None
+    ) -> IssuedToken:
+        """As `issuer`, a token for `subject` signed with the local key, recorded.
+
+        An admin issues for any subject; any other subject for itself only, for at most
+        auth.max_token_lifetime (SELF_ISSUED_MAX without one), so a stolen token cannot
+        mint a longer-lived one than the owner allows.
+        """
+        with self.transaction(issuer, write=True) as (conn, ctx):
+            if not ctx.access.is_admin:
+                if subject != issuer:
+                    raise Forbidden("issuing a token for another subject needs the admin role")
+                cap = self.runtime.settings.auth.max_token_lifetime
+                most = timedelta(seconds=cap) if cap is not None else SELF_ISSUED_MAX
+                if lifetime > most:
+                    raise InvalidInput(
+                        f"a token you issue for yourself lives at most {_days(most)}; "
+                        "an admin can issue a longer one"
+                    )
+            return self._issue(conn, ctx, subject, lifetime, label)
+
+    def sign_token(
+        self, subject: str, lifetime: timedelta, *, label: str | None = None
+    ) -> IssuedToken:
+        """A token for `subject` signed with the local key, recorded as issued by the
+        owner at this machine (`token issue`). The command line works on the database
+        file, whatever its policies say: no admin check."""
+        with self.transaction(LOCAL_SUBJECT, write=True) as (conn, ctx):
+            return self._issue(conn, ctx, subject, lifetime, label)
+
+    def _issue(
+        self,
+        conn: Connection,
+        ctx: Context,
+        subject: str,
+        lifetime: timedelta,
+        label: str | None,
+    ) -> IssuedToken:
+        settings = self.runtime.settings
+        if key_source(settings) != "secret":
+            raise Conflict(
+                "this memory signs no tokens: they come from your identity provider "
+                "(auth.jwks_url or auth.public_key_file)"
+            )
+        validate_subject(subject)
+        # A role's name is refused: the server would refuse such a token (401).
+        policy_service.refuse_role_name(conn, subject)
+        if label is not None:
+            label = token_service.check_label(label)
         # PyJWT and cryptography (~70 ms) are imported by the commands that sign.
-        from app.auth.tokens import issue_token
+        from app.auth.tokens import issue_token, new_jti
 
-        self.refuse_role_name(subject)
+        # The wall clock, not the memory's: a token's times are checked against it.
         now = datetime.fromtimestamp(int(time.time()), UTC)
-        return issue_token(self.runtime.settings, subject, lifetime, now=now), now + lifetime
+        jti = new_jti()
+        token = issue_token(settings, subject, lifetime, now=now, jti=jti)
+        record = token_service.record_issued(
+            conn,
+            ctx,
+            jti=jti,
+            subject=subject,
+            label=label,
+            issued_at=now.timestamp(),
+            expires_at=(now + lifetime).timestamp(),
+        )
+        activity_service.record(
+            conn, ctx, self.front_end, "token_issue", jti=jti, note=f"for {subject}"
+        )
+        return IssuedToken(token, record)
+
+    def list_tokens(self, subject: str, *, include_expired: bool = False) -> list[TokenRecord]:
+        """The subject's own tokens (every token for an admin), newest first."""
+        with self.transaction(subject) as (conn, ctx):
+            return token_service.list_tokens(
+                conn, ctx, now=time.time(), include_expired=include_expired
+            )
+
+    def token_to_revoke(self, subject: str, jti: str) -> TokenRecord | None:
+        """What revoking `jti` would revoke (the console's confirmation): its record;
+        None for an admin when this memory did not issue it; NotFound for anyone else
+        when it is not the subject's own."""
+        with self.transaction(subject) as (conn, ctx):
+            found = token_service.find_token(conn, ctx, jti, now=time.time())
+            if found is None and not ctx.access.is_admin:
+                raise NotFound(f"token {jti} not found")
+            return found
+
+    def revoke_token(self, subject: str, jti: str) -> TokenRecord:
+        """Revoke a token: every server refuses it within auth.revocation_check_seconds,
+        this one on its next request."""
+        with self.transaction(subject, write=True) as (conn, ctx):
+            revoked = token_service.revoke(conn, ctx, jti, now=time.time())
+            whose = f"of {revoked.subject}" if revoked.subject else "not issued here"
+            activity_service.record(
+                conn, ctx, self.front_end, "token_revoke", jti=revoked.jti, note=whose
+            )
+        self.runtime.revocations.invalidate()
+        return revoked
+
+    def token_revoked(self, jti: str) -> bool:
+        """Whether `jti` is revoked, from this process's list (read again when older
+        than auth.revocation_check_seconds): the verifier asks on every request."""
+        revocations = self.runtime.revocations
+        if revocations.stale():
+            with read_transaction(self.runtime.engine) as conn:
+                revocations.refresh(
+                    conn,
+                    now=time.time(),
+                    leeway=self.runtime.settings.auth.leeway_seconds,
+                )
+        return jti in revocations
+
+    def signin_code(self, subject: str = LOCAL_SUBJECT) -> tuple[str, float]:
+        """A one-time code for a console sign-in link as `subject` (`embornal ui`): valid
+        for five minutes and one use; the code and when it stops working."""
+        validate_subject(subject)
+        if key_source(self.runtime.settings) != "secret":
+            # The code is exchanged for a token this memory signs: it signs none here.
+            raise Conflict(
+                "this memory's tokens come from your identity provider: sign in at "
+                "/ui/login with one of its tokens"
+            )
+        with self.transaction(subject, write=True) as (conn, _ctx):
+            return token_service.create_signin_code(conn, subject, time.time())
+
+    def redeem_signin_code(self, code: str, lifetime: timedelta) -> tuple[str, str, float]:
+        """Use up a sign-in code: its subject, a token for the session (recorded, so a
+        revocation ends the session) and when that expires. Unauthorized for a code
+        that is unknown, used or expired."""
+        with write_transaction(self.runtime.engine) as conn:
+            subject = token_service.redeem_signin_code(conn, code, time.time())
+            ctx = self.context(conn, subject)
+            issued = self._issue(conn, ctx, subject, lifetime, "console sign-in link")
+        assert issued.record.expires_at is not None
+        return subject, issued.token, issued.record.expires_at.timestamp()
+
+    # --- the activity record -------------------------------------------------------
+
+    def activity(
+        self,
+        subject: str,
+        filters: ActivityFilters | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> EntryPage:
+        """Who changed what, newest first: everything for an admin; a subject's own
+        changes otherwise, and none about a fact it cannot read."""
+        with self.transaction(subject) as (conn, ctx):
+            return activity_service.list_entries(
+                conn, ctx, filters or ActivityFilters(), limit=limit, cursor=cursor
+            )
+
+    def prune(self) -> dict[str, int]:
+        """Forget activity older than activity.keep_days and tokens expired as long ago,
+        each batch in a short write transaction of its own. Never with keep_days null."""
+        keep = self.runtime.settings.activity.keep_days
+        now = self._clock()
+        before = None if keep is None else now - keep * SECONDS_PER_DAY
+        entries = 0
+        while before is not None:
+            with write_transaction(self.runtime.engine) as conn:
+                gone = activity_service.prune(conn, before)
+            entries += gone
+            if gone < activity_service.PRUNE_BATCH:
+                break
+        wall = time.time()
+        with write_transaction(self.runtime.engine) as conn:
+            tokens = token_service.prune(
+                conn,
+                now=wall,
+                expired_before=None if keep is None else wall - keep * SECONDS_PER_DAY,
+            )
+        return {"activity": entries, "tokens": tokens}
+
+    def start_upkeep(self, *, every_seconds: float = UPKEEP_SECONDS) -> Upkeep:
+        """A server's background pruning (see `prune`), started: soon, then hourly."""
+        upkeep = Upkeep(self.prune, every_seconds=every_seconds)
+        upkeep.start()
+        return upkeep
 
     # --- search ----------------------------------------------------------------
 
@@ -652,11 +956,24 @@ class Memory:
 
     def add_policy(self, subject: str, line: str) -> dict[str, object]:
         with self.transaction(subject, write=True) as (conn, ctx):
-            return policy_service.add_policy(conn, ctx, line).as_dict()
+            added = policy_service.add_policy(conn, ctx, line).as_dict()
+            activity_service.record(
+                conn, ctx, self.front_end, "policy_add", policy=str(added["line"])
+            )
+            return added
+
+    def policy_to_remove(self, subject: str, line: str) -> dict[str, object]:
+        """The line a removal would remove, or its refusal (the console's confirmation)."""
+        with self.transaction(subject) as (conn, ctx):
+            return policy_service.find_policy(conn, ctx, line).as_dict()
 
     def remove_policy(self, subject: str, line: str) -> dict[str, object]:
         with self.transaction(subject, write=True) as (conn, ctx):
-            return policy_service.remove_policy(conn, ctx, line).as_dict()
+            removed = policy_service.remove_policy(conn, ctx, line).as_dict()
+            activity_service.record(
+                conn, ctx, self.front_end, "policy_remove", policy=str(removed["line"])
+            )
+            return removed
 
     def start_embedding_worker(self) -> EmbedWorker | None:
         """A server's background embedder of the pending queue, started; None without a
@@ -769,7 +1086,15 @@ class Memory:
         `on_progress(done, total)` counts the facts loaded."""
         data = transfer.read_export(lines, self.runtime.settings.limits)
         with self.transaction(subject, write=True) as (conn, ctx):
-            return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
+            report = transfer.import_memory(conn, ctx, data, on_progress=on_progress)
+            note = (
+                f"{_many(report.facts_added, 'fact')}, {_many(report.paths_added, 'path')}, "
+                f"{_many(report.path_tags_added, 'path tag')} and "
+                f"{_many(report.policies_added, 'policy', 'policies')} added"
+            )
+            action: ActivityAction = "restore" if report.mode == "restore" else "import"
+            activity_service.record(conn, ctx, self.front_end, action, note=note)
+            return report
 
     def backup_as(self, subject: str, target: Path) -> BackupReport:
         """`backup` for a subject in the admin role (the copy holds the whole memory)."""
@@ -900,11 +1225,14 @@ def open_memory(
 
 
 __all__ = [
+    "ActivityFilters",
     "Browse",
     "CheckedFact",
+    "EntryPage",
     "Fact",
     "FactPage",
     "FactView",
+    "IssuedToken",
     "Memory",
     "NewFact",
     "Node",
@@ -914,6 +1242,7 @@ __all__ = [
     "SeenAs",
     "Similar",
     "StoredFact",
+    "TokenRecord",
     "check_facts",
     "moment_of",
     "open_memory",

@@ -151,8 +151,9 @@ def test_bob_cannot_write_into_alice_tree(world: World, fact_count) -> None:
 
 
 def test_a_successor_bob_cannot_read_does_not_show(world: World) -> None:
-    """Default corrects a public /memory fact with a private one: bob sees the old one only."""
-    new = world.store("default", "/memory", "a private correction", supersedes_id=1)
+    """Default corrects a public /memory fact with a private one (`tags: {}`, so not the
+    old fact's visibility=public): bob sees the old one only."""
+    new = world.store("default", "/memory", "a private correction", supersedes_id=1, tags={})
     old = world.call("bob", "GET", "/v1/facts/1", params={"peek": True}).json()
     assert old["superseded_by_id"] is None
     assert old["superseded"] is True

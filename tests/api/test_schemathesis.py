@@ -87,6 +87,10 @@ SEMANTIC_422 = [
     "delete_path_tag",
     "add_policy",
     "remove_policy",
+    # A lifetime's grammar (30d, 1d12h), a subject that is a role's name; a cursor, the
+    # times of since and until.
+    "issue_token",
+    "list_activity",
 ]
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 

@@ -78,7 +78,14 @@ def test_issued_token_claims(hs):
     assert jwt.get_unverified_header(token)["alg"] == "HS256"
     body = jwt.decode(token, secret, algorithms=["HS256"])
     stamp = int(now.timestamp())
+    jti = body.pop("jti")
     assert body == {"sub": "bob", "iat": stamp, "nbf": stamp, "exp": stamp + 7200, "scope": "cli"}
+    # Every token carries an id of its own, unguessable: what revoking names.
+    assert isinstance(jti, str) and len(jti) >= 20
+    again = jwt.decode(
+        issue_token(settings, "bob", dt.timedelta(hours=2), now=now), secret, algorithms=["HS256"]
+    )
+    assert again["jti"] != jti
 
 
 def test_issue_token_sets_iss_and_aud_when_configured(settings_with):

@@ -201,11 +201,17 @@ async def test_policy_change_is_in_force_on_the_next_call(
 
 
 async def test_a_successor_bob_cannot_read_does_not_show(mcp: Mcp, two_subjects: None) -> None:
-    """Default corrects a public /memory fact with a private one: bob sees the old one only,
-    marked superseded, with no pointer to what replaced it; a second supersede is refused."""
+    """Default corrects a public /memory fact with a private one (tags {}: not the old
+    fact's): bob sees the old one only, marked superseded, with no pointer to what
+    replaced it; a second supersede is refused."""
     async with mcp.connect("default") as owner, mcp.connect("bob") as bob:
         new = await ok(
-            owner, "store_fact", path="/memory", content="a private correction", supersedes_id=1
+            owner,
+            "store_fact",
+            path="/memory",
+            content="a private correction",
+            supersedes_id=1,
+            tags={},
         )
         old = await ok(bob, "get_fact", fact_id=1, peek=True)
         assert old["superseded_by_id"] is None and old["superseded"] is True

@@ -156,3 +156,18 @@ async def test_a_store_tells_the_model_which_facts_to_supersede(mcp: Mcp, model)
         "path": "/ops",
         "similar": [{"id": first["id"], "path": "/ops", "cosine": round(near["cosine"], 2)}],
     }
+
+
+async def test_a_supersede_over_mcp_keeps_the_old_facts_tags(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        old = await ok(
+            client, "store_fact", path="/cards", content="fireball", tags={"kind": "power"}
+        )
+        new = await ok(
+            client, "store_fact", path="/cards", content="fireball v2", supersedes_id=old["id"]
+        )
+        assert new["tags"] == {"kind": "power", "owner": "default"}
+        bare = await ok(
+            client, "store_fact", path="/cards", content="v3", supersedes_id=new["id"], tags={}
+        )
+        assert bare["tags"] == {"owner": "default"}

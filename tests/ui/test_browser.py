@@ -428,3 +428,212 @@ def test_a_phone_and_dark_mode_fit_without_sideways_scrolling(
         assert me.errors == []
     finally:
         context.close()
+
+
+# --- writing, confirming, tokens, activity (issue 32) -----------------------------------
+
+
+def test_store_a_fact_from_the_form_seeing_similar_facts_first(
+    person: Callable[[], Person], server: LiveServer, shots: Callable[..., Path]
+) -> None:
+    me = person()
+    me.sign_in(server.token)
+    me.page.click("header >> text=New fact")
+    me.page.wait_for_url(server.base_url + "/ui/facts/new")
+    me.page.fill("#nf-path", "/home/kitchen")
+    me.page.fill("#nf-content", "The spare key hangs on a hook behind the pantry door.")
+    me.page.fill("#nf-tags", "kind=key")
+    me.page.click("#new-fact button[type=submit]")
+    # Nothing is stored yet: the memory names the fact this one repeats.
+    similar = me.page.locator("#similar li")
+    assert similar.count() >= 1
+    assert "The spare key hangs on the hook" in me.page.locator("#similar").inner_text()
+    assert me.page.locator("#new-fact button", has_text="Store anyway").count() == 1
+    shots(me.page, "new-fact")
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        before = len(api.get("/v1/facts", params={"under": "/home/kitchen"}).json()["facts"])
+    me.page.locator("#new-fact button", has_text="Store anyway").click()
+    me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
+    assert "hangs on a hook" in me.page.locator("#content").inner_text()
+    assert me.page.locator(".props code.tag", has_text="kind=key").count() >= 1
+    assert me.page.locator(".changes li", has_text="over the console").count() == 1
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        after = len(api.get("/v1/facts", params={"under": "/home/kitchen"}).json()["facts"])
+    assert after == before + 1
+    assert me.errors == []
+
+
+def test_change_a_facts_tags_supersedes_it(
+    person: Callable[[], Person], server: LiveServer
+) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        card = api.post(
+            "/v1/facts",
+            json={
+                "path": "/games/cards",
+                "content": "Fireball deals three damage.",
+                "tags": {"kind": "power"},
+            },
+        ).json()
+    me = person()
+    me.sign_in(server.token)
+    me.go(f"/ui/facts/{card['id']}")
+    assert me.page.input_value("#new-tags") == "kind=power"
+    me.page.fill("#new-tags", "kind=spell school=fire")
+    me.page.click("#retag button")
+    me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
+    new_id = int(me.page.url.rsplit("/", 1)[1])
+    assert new_id != card["id"]
+    own = me.page.locator(".props div", has_text="Own tags").inner_text()
+    assert "kind=spell" in own and "school=fire" in own and "kind=power" not in own
+    chain = me.page.locator("ol.chain > li")
+    assert chain.count() == 2 and chain.nth(1).get_attribute("aria-current") == "true"
+    me.page.click(f"ol.chain a[href='/ui/facts/{card['id']}']")
+    assert me.page.locator("h1 .badge", has_text="superseded").count() == 1
+    assert me.errors == []
+
+
+def test_delete_asks_first_and_cancel_keeps_the_fact(
+    person: Callable[[], Person], server: LiveServer, shots: Callable[..., Path]
+) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        doomed = api.post(
+            "/v1/facts",
+            json={"path": "/home/car", "content": "The car wash token is in the glovebox."},
+        ).json()
+    me = person()
+    me.sign_in(server.token)
+    me.go(f"/ui/facts/{doomed['id']}")
+    me.page.click("#delete button")
+    assert me.page.locator("h1", has_text=f"Delete fact #{doomed['id']}?").count() == 1
+    assert "glovebox" in me.page.locator(".confirm").inner_text()
+    shots(me.page, "confirm-delete")
+    me.page.click("text=Cancel")
+    me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        assert api.get(f"/v1/facts/{doomed['id']}", params={"peek": True}).status_code == 200
+    me.page.click("#delete button")
+    me.page.locator("#confirm button", has_text="Delete").click()
+    me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
+    assert me.page.locator("h1 .badge.bad", has_text="deleted").count() == 1
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+        assert api.get(f"/v1/facts/{doomed['id']}").status_code == 404
+    assert me.errors == []
+
+
+def test_revoke_a_token_and_its_next_api_call_is_refused(
+    person: Callable[[], Person], server: LiveServer, shots: Callable[..., Path]
+) -> None:
+    me = person()
+    me.sign_in(server.token)
+    me.page.click("nav >> text=Tokens")
+    me.page.fill("#issue-token input[name=subject]", "bob")
+    me.page.fill("#issue-token input[name=label]", "bob's garden agent")
+    me.page.fill("#issue-token input[name=expires]", "7d")
+    me.page.click("#issue-token button")
+    token = me.page.input_value("textarea.token")
+    bob = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=server.base_url, headers=bob) as api:
+        assert api.get("/v1/whoami").json()["subject"] == "bob"
+    me.go("/ui/tokens")
+    row = me.page.locator("tr", has_text="bob's garden agent")
+    assert row.locator(".badge", has_text="active").count() == 1
+    shots(me.page, "tokens")
+    row.locator("button", has_text="revoke").click()
+    assert me.page.locator("h1", has_text="Revoke this token?").count() == 1
+    assert "bob's garden agent" in me.page.locator(".confirm").inner_text()
+    me.page.locator("#confirm button", has_text="Revoke").click()
+    me.page.wait_for_url(server.base_url + "/ui/tokens")
+    row = me.page.locator("tr", has_text="bob's garden agent")
+    assert row.locator(".badge", has_text="revoked").count() == 1
+    with httpx.Client(base_url=server.base_url, headers=bob) as api:
+        refused = api.get("/v1/whoami")
+    assert refused.status_code == 401
+    assert me.errors == []
+
+
+def test_the_activity_page_filtered_by_subject(
+    person: Callable[[], Person],
+    server: LiveServer,
+    ids: dict[str, int],
+    shots: Callable[..., Path],
+) -> None:
+    me = person()
+    me.sign_in(server.token)
+    me.page.click("nav >> text=Activity")
+    assert me.page.locator("ol.activity > li").count() >= 5
+    me.page.fill("#activity-filters input[name=subject]", "alice")
+    me.page.click("#activity-filters button")
+    me.page.wait_for_url(re.compile(r".*/ui/activity\?subject=alice.*"))
+    rows = me.page.locator("ol.activity > li")
+    assert rows.count() >= 1
+    assert {rows.nth(i).get_attribute("data-subject") for i in range(rows.count())} == {"alice"}
+    assert rows.locator(f"a[href='/ui/facts/{ids['alice']}']").count() == 1
+    assert SECRET_WORD not in me.page.inner_text("main")  # what changed, never the content
+    me.page.select_option("#activity-filters select[name=action]", "store")
+    me.page.click("#activity-filters button")
+    assert me.page.locator("ol.activity > li[data-action=store]").count() == rows.count()
+    me.go("/ui/activity")
+    shots(me.page, "activity")
+    # Alice, signed in herself, sees her own changes and cannot ask for others'.
+    alice = person()
+    alice.sign_in(server.alice_token)  # type: ignore[attr-defined]
+    alice.go("/ui/activity")
+    subjects = alice.page.locator("ol.activity > li")
+    assert {subjects.nth(i).get_attribute("data-subject") for i in range(subjects.count())} == {
+        "alice"
+    }
+    assert me.errors == [] and alice.errors == []
+    assert alice.go("/ui/activity?subject=default").status == 403
+
+
+def test_the_one_time_link_of_embornal_ui_signs_in_once(
+    person: Callable[[], Person], server: LiveServer
+) -> None:
+    printed = run_cli(server.home, server.model, "ui", "--no-open", "--port", str(server.port))
+    local = re.search(r"http://\S+", printed).group(0)
+    assert local.startswith(server.base_url + "/ui/login?code=")
+    me = person()
+    me.page.goto(local)
+    me.page.wait_for_url(server.base_url + "/ui")
+    assert me.page.locator("[data-stat=facts]").inner_text().isdigit()
+    assert me.page.locator(".who .subject").inner_text() == "default"
+    # Used once: another browser with the same link stays out.
+    other = person()
+    other.page.goto(local)
+    other.page.wait_for_load_state()
+    assert other.page.url.startswith(server.base_url + "/ui/login")
+    assert "used already or has expired" in other.page.inner_text("main")
+    # A browser at the root is sent to the console.
+    third = person()
+    third.go("/")
+    assert third.page.url == server.base_url + "/ui/login"
+    assert me.errors == []
+
+
+def test_the_new_pages_fit_a_phone(
+    chromium: Any, server: LiveServer, shots: Callable[..., Path]
+) -> None:
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, color_scheme="light", device_scale_factor=1
+    )
+    try:
+        me = Person(context, server.base_url)
+        me.sign_in(server.token)
+        for url in ("/ui/activity", "/ui/tokens", "/ui/facts/new"):
+            me.go(url)
+            wide = me.page.evaluate("() => document.documentElement.scrollWidth")
+            assert wide <= 390, (url, wide)
+        me.go("/ui/activity")
+        shots(me.page, "phone-activity")
+        me.go("/ui/facts/new")
+        me.page.fill("#nf-path", "/home/garden")
+        me.page.fill("#nf-content", "Tomatoes go in after the last frost, mostly in mid May.")
+        me.page.click("#new-fact button[type=submit]")
+        assert me.page.locator("#similar li").count() >= 1
+        wide = me.page.evaluate("() => document.documentElement.scrollWidth")
+        assert wide <= 390, wide
+        shots(me.page, "phone-new-fact")
+        assert me.errors == []
+    finally:
+        context.close()

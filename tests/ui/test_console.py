@@ -278,7 +278,12 @@ def test_recall_supersede_and_delete_from_the_fact_page(
     # A second supersede of the old fact: the API's 409, shown as it is.
     again = person.post(f"/ui/facts/{fact.id}/supersede", {"content": "third"})
     assert again.status_code == 409 and "already superseded" in again.text
-    assert person.post(f"/ui/facts/{new_id}/delete").status_code == 303
+    # A delete asks first, and the asking changes nothing.
+    asked = person.post(f"/ui/facts/{new_id}/delete")
+    assert asked.status_code == 200 and f"Delete fact #{new_id}?" in asked.text
+    assert "in the attic" in asked.text and 'name="confirm" value="yes"' in asked.text
+    assert actor("default").memory.get("default", new_id, peek=True).deleted_at is None
+    assert person.post(f"/ui/facts/{new_id}/delete", {"confirm": "yes"}).status_code == 303
     assert "deleted" in person.get(f"/ui/facts/{new_id}").text
 
 
@@ -334,8 +339,14 @@ def test_policies_page_lists_adds_removes_and_sees_as(
     assert line in person.get("/ui/policies").text
     bad = person.post("/ui/policies/add", {"line": "p, carol, nowhere, read, allow"})
     assert bad.status_code == 422
-    assert person.post("/ui/policies/remove", {"line": line}).status_code == 303
+    asked = person.post("/ui/policies/remove", {"line": line})
+    assert asked.status_code == 200 and "Remove this policy line?" in asked.text
+    assert line in person.get("/ui/policies").text  # asking removed nothing
+    done = person.post("/ui/policies/remove", {"line": line, "confirm": "yes"})
+    assert done.status_code == 303
     assert line not in person.get("/ui/policies").text
+    missing = person.post("/ui/policies/remove", {"line": line})
+    assert missing.status_code == 404 and "no such policy" in missing.text
 
     seen = person.get("/ui/policies?see_subject=alice&see_path=/alice")
     assert 'data-right="read">read: yes' in seen.text
@@ -351,7 +362,7 @@ def test_an_issued_token_is_shown_once_and_works(
     browser: Callable[..., Browser], app: FastAPI, two_subjects
 ) -> None:
     person = browser("default")
-    person.get("/ui/policies")
+    person.get("/ui/tokens")
     page = person.post("/ui/tokens", {"subject": "alice", "expires": "2h"})
     assert page.status_code == 200
     issued = re.search(r'class="token"[^>]*>([^<]+)</textarea>', page.text).group(1)
@@ -359,8 +370,8 @@ def test_an_issued_token_is_shown_once_and_works(
         who = api.get("/v1/whoami", headers={"Authorization": f"Bearer {issued}"})
     assert who.status_code == 200 and who.json()["subject"] == "alice"
     assert "No policy line names" not in page.text
-    assert issued not in person.get("/ui/policies").text
-    person.get("/ui/policies")
+    assert issued not in person.get("/ui/tokens").text
+    person.get("/ui/tokens")
     stranger = person.post("/ui/tokens", {"subject": "stranger", "expires": "1h"})
     assert "No policy line names stranger" in stranger.text
     refused = person.post("/ui/tokens", {"subject": "admin", "expires": "2h"})
@@ -419,7 +430,11 @@ def test_a_post_without_the_csrf_token_is_a_403_and_writes_nothing(
         (f"/ui/facts/{fact.id}/recall", {}),
         ("/ui/paths/notes/tags", {"key": "k", "value": "v"}),
         ("/ui/policies/add", {"line": "p, eve, path:/*, read, allow"}),
+        ("/ui/policies/remove", {"line": "g, default, admin", "confirm": "yes"}),
         ("/ui/tokens", {"subject": "eve"}),
+        ("/ui/facts/new", {"path": "/notes", "content": "forged", "confirm": "yes"}),
+        (f"/ui/facts/{fact.id}/tags", {"tags": "kind=forged"}),
+        (f"/ui/facts/{fact.id}/delete", {"confirm": "yes"}),
         ("/ui/logout", {}),
     ]
     for url, data in attempts:
@@ -528,8 +543,8 @@ def test_a_second_subject_sees_none_of_the_first_subjects_facts(
     assert second.id not in {f.id for f in overview.strongest + overview.fading}
 
 
-def test_embornal_ui_prints_a_short_lived_token_that_signs_in(
-    settings, monkeypatch: pytest.MonkeyPatch, browser: Callable[..., Browser]
+def test_embornal_ui_prints_a_one_time_link_that_signs_in_once(
+    settings, monkeypatch: pytest.MonkeyPatch, browser: Callable[..., Browser], rt: Runtime
 ) -> None:
     from typer.testing import CliRunner
 
@@ -539,21 +554,43 @@ def test_embornal_ui_prints_a_short_lived_token_that_signs_in(
     monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
     monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
     monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.setattr(cli.state, "settings", None)
     result = CliRunner().invoke(cli.app, ["ui"])
     assert result.exit_code == 0, result.output
-    assert "http://127.0.0.1:8420/ui/login" in result.stdout
-    token = result.stdout.strip().splitlines()[-1]
-    assert token.count(".") == 2 and "?" not in token
+    (link,) = re.findall(r"http://\S+", result.stdout)
+    assert link.startswith("http://127.0.0.1:8420/ui/login?code=")
+    # A code, not a token: nothing in the link is a JWT, and no browser was opened here.
+    code = link.split("code=", 1)[1]
+    assert code.count(".") == 0 and len(code) >= 40
+    assert "opened in your browser" not in result.stdout
     person = browser()
-    person.get("/ui/login")
-    assert person.post("/ui/login", {"token": token}).status_code == 303
+    # The link's page posts the code itself (console.js); opening it uses nothing up.
+    page = person.get(f"/ui/login?code={code}")
+    assert page.status_code == 200 and "data-autosubmit" in page.text
+    assert page.text.count(code) == 1  # only in the form's hidden field
+    signed = person.post("/ui/login", {"code": code})
+    assert signed.status_code == 303 and signed.headers["location"] == "/ui"
     cookie = person.client.cookies.get(SESSION_COOKIE)
-    assert cookie and token not in cookie
-    # An hour by default: the session ends with it.
     session = person.client.app.state.ui_sessions.get(cookie)
     assert session.subject == "default"
-    assert session.expires_at - dt.datetime.now(dt.UTC).timestamp() <= 3600
+    assert person.get("/ui").status_code == 200
+    # The session runs on a token of its own, recorded (so revoking it ends the session).
+    labels = {t.label: t for t in actor_tokens(rt)}
+    assert "console sign-in link" in labels
+    # Once only: a second browser with the same link is refused.
+    other = browser()
+    other.get(f"/ui/login?code={code}")
+    again = other.post("/ui/login", {"code": code})
+    assert again.status_code == 401 and "used already or has expired" in again.text
+    assert SESSION_COOKIE not in other.client.cookies
+
+
+def actor_tokens(rt: Runtime):
+    from app.usecases.memory import Memory
+
+    return Memory(rt).list_tokens("default")
 
 
 def test_backup_downloads_a_consistent_copy_for_admin_only(

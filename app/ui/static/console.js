@@ -17,3 +17,9 @@ document.addEventListener("keydown", (event) => {
     target.blur();
   }
 });
+
+// The one-time sign-in link's page (/ui/login?code=...) posts its form at once: the
+// code is used by that POST, never by the GET a link preview might make.
+for (const form of document.querySelectorAll("form[data-autosubmit]")) {
+  form.requestSubmit();
+}
