@@ -717,8 +717,8 @@ class Memory:
             return found
 
     def revoke_token(self, subject: str, jti: str) -> TokenRecord:
-        """Revoke a token: every server refuses it within auth.revocation_check_seconds,
-        this one on its next request."""
+        """Revoke a token: every server refuses it on its next request (within
+        auth.revocation_check_seconds where that is above 0; this one at once)."""
         with self.transaction(subject, write=True) as (conn, ctx):
             revoked = token_service.revoke(conn, ctx, jti, now=time.time())
             whose = f"of {revoked.subject}" if revoked.subject else "not issued here"

@@ -1,10 +1,11 @@
 """A token revoked through one server is refused by another on the same database,
 over REST and MCP: SQLite (two processes on one file) and PostgreSQL (two replicas).
 
-Server A keeps the default auth.revocation_check_seconds (0.5 s): it refuses a token
-it revoked itself on the next request, and one revoked elsewhere within a second.
-Server B checks on every request (0): it refuses a token revoked anywhere, by the
-other server or by `embornal token revoke`, on its very next request.
+Server A keeps its list of revoked ids for up to half a second
+(auth.revocation_check_seconds 0.5): it refuses a token it revoked itself on the next
+request, and one revoked elsewhere within a second. Server B keeps the default (0): it
+refuses a token revoked anywhere, by the other server or by `embornal token revoke`,
+on its very next request.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[LiveS
         extra["EMBORNAL_DATABASE__URL"] = url.render_as_string(hide_password=False)
     else:
         extra["EMBORNAL_DATABASE__PATH"] = str(tmp_path / "shared" / "memory.db")
-    a = LiveServer(tmp_path / "a", "none", extra)
-    b = LiveServer(
-        tmp_path / "b", "none", {**extra, "EMBORNAL_AUTH__REVOCATION_CHECK_SECONDS": "0"}
+    a = LiveServer(
+        tmp_path / "a", "none", {**extra, "EMBORNAL_AUTH__REVOCATION_CHECK_SECONDS": "0.5"}
     )
+    b = LiveServer(tmp_path / "b", "none", extra)
     try:
         a.start()
         b.start()
