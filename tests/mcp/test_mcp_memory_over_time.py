@@ -101,6 +101,15 @@ async def test_reading_tools_answer_as_of_a_moment(mcp: Mcp, clock: FakeClock) -
         assert "not found" in text
         text = await refused(client, "list_facts", as_of="2026-12-01T09:30:00")
         assert "as_of" in text and "timezone" in text
+        for moment in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+            for tool, args in (
+                ("search_facts", {"query": "password", "mode": "keyword"}),
+                ("list_facts", {}),
+                ("get_fact", {"fact_id": old["id"]}),
+                ("fact_history", {"fact_id": old["id"]}),
+            ):
+                text = await refused(client, tool, as_of=moment, **args)
+                assert text.startswith("as_of") and "outside" in text, (tool, text)
         now = await ok(client, "search_facts", query="password", mode="keyword", peek=True)
         assert [r["fact"]["id"] for r in now["results"]] == [new["id"]]
 
