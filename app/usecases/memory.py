@@ -152,11 +152,14 @@ class ModelState:
 
 @dataclass(frozen=True)
 class Readiness:
+    """Ready or not, and why: asked with no token, so it holds no count (how many facts,
+    vectors or waiting embeddings would tell anyone polling it when and how much others
+    store; operators read those in /metrics)."""
+
     database: Check
     migrations: Check
     model: ModelState
     index: Check  # the vector index, loaded into this process's memory
-    pending_embeddings: int | None = None  # facts waiting for the model (None: unknown)
 
     @property
     def ok(self) -> bool:
@@ -669,7 +672,6 @@ class Memory:
         rt = self.runtime
         database = Check(False, "the database cannot be reached")
         migrations = Check(False, "not checked: no database")
-        pending = None
         try:
             with read_transaction(rt.engine) as conn:
                 conn.execute(text("SELECT 1"))
@@ -677,8 +679,6 @@ class Memory:
                 current, head = migrate.current_revision(conn), migrate.head_revision()
             if current == head:
                 migrations = Check(True, f"at head {head}")
-                with read_transaction(rt.engine) as conn:
-                    pending = embedding_service.pending_count(conn)
                 rt.follow_model()
             else:
                 migrations = Check(False, f"at {current}, head is {head}")
@@ -694,7 +694,7 @@ class Memory:
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
         index = (
-            Check(True, f"{len(rt.vector_index)} vectors in memory")
+            Check(True, "loaded")
             if rt.vector_index.ready.is_set()
             else Check(False, "the vector index is not loaded (see the log)")
         )
@@ -707,7 +707,6 @@ class Memory:
                 None if model.embedder is not None else model.problem or "no model loaded",
             ),
             index,
-            pending,
         )
 
     def gauges(self) -> Gauges:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
+from app.embeddings.fake import FakeEmbedder
 from app.runtime import Runtime
 from tests.api.conftest import Auth, assert_problem
+from tests.conftest import TEST_WIDTH
 
 
 def test_healthz_needs_no_token(client: TestClient) -> None:
@@ -24,7 +26,26 @@ def test_ready_without_a_model_says_why(client: TestClient, rt: Runtime) -> None
     assert body["database"]["ok"] and body["migrations"]["ok"]
     assert body["model"]["loaded"] is False
     assert body["model"]["reason"] == rt.model_problem
-    assert body["pending_embeddings"] == 7  # the /memory starter facts wait for a model
+    assert body["index"] == {"ok": True, "detail": "loaded"}
+
+
+def test_readiness_tells_no_one_how_much_is_stored(
+    client: TestClient, auth: Auth, rt: Runtime
+) -> None:
+    """No token is needed for /readyz: polling it must not show when, or how much, anyone
+    stores (counts are for /metrics, role metrics or admin)."""
+    before = client.get("/readyz").json()
+    rt.embedder = FakeEmbedder(TEST_WIDTH)  # stores now add vectors to the index too
+    for n in range(3):
+        stored = client.post(
+            "/v1/facts", json={"path": "/p", "content": f"fact {n}"}, headers=auth("default")
+        )
+        assert stored.status_code == 201, stored.text
+    rt.embedder = None
+    client.post("/v1/facts", json={"path": "/p", "content": "waits"}, headers=auth("default"))
+    after = client.get("/readyz").json()
+    assert after == before
+    assert set(after) == {"status", "database", "migrations", "model", "index"}
 
 
 def test_not_ready_when_migrations_are_behind(client: TestClient, rt: Runtime) -> None:

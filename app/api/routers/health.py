@@ -37,8 +37,8 @@ def readyz(memory: MemoryDep) -> Any:
     """Report whether the database, its migrations, the model and the index are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
-    and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
-    with a model the server embeds them itself).
+    and facts wait for `embornal memory reindex` (with a model the server embeds them
+    itself). No count is given here: `/metrics` has them, for its role.
     """
     readiness = memory.readiness()
     body = {"status": "ready" if readiness.ok else "unready", **asdict(readiness)}
