@@ -768,11 +768,15 @@ def model_info_command(
 # --- policies ----------------------------------------------------------------
 
 
+# The policy commands act as the owner of the database file, whatever its policies say:
+# the way back for an owner whose tokens lost the admin role (Memory._policies).
+
+
 @policy_app.command("list")
 def policy_list(as_json: JsonOpt = False) -> None:
-    """List the policy lines."""
+    """List the policy lines (whatever the policies say: this is the database's owner)."""
     with memory() as mem:
-        lines = mem.list_policies(ME)
+        lines = mem.list_policies(ME, owner=True)
     if as_json:
         emit_json({"policies": lines})
         return
@@ -784,17 +788,20 @@ def policy_list(as_json: JsonOpt = False) -> None:
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE").
+
+    Works whatever the policies say: `embornal policy add "g, default, admin"` gives the
+    owner back the admin role."""
     with memory() as mem:
-        added = mem.add_policy(ME, line)
+        added = mem.add_policy(ME, line, owner=True)
     typer.echo(f"added: {added['line']}")
 
 
 @policy_app.command("remove")
 def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
-    """Remove a policy line."""
+    """Remove a policy line (not the last one that gives anyone the admin role)."""
     with memory() as mem:
-        removed = mem.remove_policy(ME, line)
+        removed = mem.remove_policy(ME, line, owner=True)
     typer.echo(f"removed: {removed['line']}")
 
 

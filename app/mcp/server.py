@@ -324,7 +324,8 @@ TOOLS: dict[str, ToolSpec] = {
             "remove_policy",
             "Remove a policy",
             "Remove an access policy line, written as list_policies shows it. It takes "
-            "effect on the next request. Needs the admin role.",
+            "effect on the next request. Needs the admin role. The last line that gives "
+            "anyone the admin role is refused: add another admin first.",
             s.PolicyLineIn,
             Policy,
             _remove_policy,

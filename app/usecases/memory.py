@@ -640,16 +640,35 @@ class Memory:
             if not ctx.access.is_admin:
                 raise Forbidden(message)
 
-    def list_policies(self, subject: str) -> list[dict[str, object]]:
-        with self.transaction(subject) as (conn, ctx):
+    # The policy verbs take `subject` (REST, MCP, the console: it must hold the admin
+    # role) or `owner=True`: the command line on the database file, which no policy
+    # binds. Whoever can write the file owns the memory; this is the way back for an
+    # owner who locked themself out, so no subject's context (which a broken policy
+    # could refuse) is built for it.
+
+    @contextmanager
+    def _policies(
+        self, subject: str, *, owner: bool, write: bool = False
+    ) -> Iterator[tuple[Connection, Context | None]]:
+        if owner:
+            opened = write_transaction if write else read_transaction
+            with opened(self.runtime.engine) as conn:
+                yield conn, None
+        else:
+            with self.transaction(subject, write=write) as (conn, ctx):
+                yield conn, ctx
+
+    def list_policies(self, subject: str, *, owner: bool = False) -> list[dict[str, object]]:
+        with self._policies(subject, owner=owner) as (conn, ctx):
             return [line.as_dict() for line in policy_service.list_policies(conn, ctx)]
 
-    def add_policy(self, subject: str, line: str) -> dict[str, object]:
-        with self.transaction(subject, write=True) as (conn, ctx):
+    def add_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
+        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
             return policy_service.add_policy(conn, ctx, line).as_dict()
 
-    def remove_policy(self, subject: str, line: str) -> dict[str, object]:
-        with self.transaction(subject, write=True) as (conn, ctx):
+    def remove_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
+        """Remove a line; Conflict if it is the last that gives anyone the admin role."""
+        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
             return policy_service.remove_policy(conn, ctx, line).as_dict()
 
     def start_embedding_worker(self) -> EmbedWorker | None:

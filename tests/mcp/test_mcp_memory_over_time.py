@@ -152,3 +152,16 @@ async def test_policy_tools_are_for_admins_and_refused_as_rest_refuses(mcp: Mcp)
         assert added not in (await ok(client, "list_policies"))["policies"]
         gone = await refused(client, "remove_policy", line=LINE)
         assert "no such policy" in gone
+
+
+async def test_the_last_admin_line_cannot_be_removed_over_mcp(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        text = await refused(client, "remove_policy", line="g, default, admin")
+        rest = await mcp.rest(
+            "default", "DELETE", "/v1/policies", json={"line": "g, default, admin"}
+        )
+        assert rest.status_code == 409
+        assert text == rest.json()["detail"] and "add another admin first" in text
+        assert "g, default, admin" in {
+            p["line"] for p in (await ok(client, "list_policies"))["policies"]
+        }

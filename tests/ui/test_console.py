@@ -601,3 +601,15 @@ def test_a_refused_change_shows_the_apis_own_problem(
     assert console.status_code == deleted["status"] == 403
     assert html_escape(deleted["detail"]) in console.text
     assert count(rt, facts) == before
+
+
+def test_the_last_admin_line_cannot_be_removed_from_the_access_page(
+    browser: Callable[..., Browser],
+) -> None:
+    person = browser("default")
+    person.get("/ui/policies")
+    refused = person.post("/ui/policies/remove", {"line": "g, default, admin"})
+    assert refused.status_code == 409
+    assert "add another admin first" in refused.text
+    page = person.get("/ui/policies")
+    assert page.status_code == 200 and "g, default, admin" in page.text

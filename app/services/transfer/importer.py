@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE
 from app.db import migrate
 from app.db.dialects import backend
@@ -166,18 +167,10 @@ def is_fresh(conn: Connection) -> bool:
 
 def _check_keeps_admin(policies: list[PolicyRecord], subject: str) -> None:
     """A restore replaces the policies: refuse one that locks the importer out of them."""
-    roles: dict[str, set[str]] = {}
-    for record in policies:
-        if record.policy.ptype == "g":
-            member, role = record.policy.values
-            roles.setdefault(member, set()).add(role)
-    reached, frontier = set(), [subject, EVERYONE]
-    while frontier:
-        name = frontier.pop()
-        if name not in reached:
-            reached.add(name)
-            frontier.extend(roles.get(name, ()))
-    if ADMIN not in reached:
+    holders = admins(
+        (r.policy.values[0], r.policy.values[1]) for r in policies if r.policy.ptype == "g"
+    )
+    if subject not in holders and EVERYONE not in holders:
         raise InvalidInput(
             f"this memory is fresh, so the import would restore the file's policies, and "
             f"they leave {subject!r} without the {ADMIN!r} role; add the line "
