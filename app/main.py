@@ -158,7 +158,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 for response in operation.get("responses", {}).values():
                     content = response.get("content", {})
                     body = content.get("application/json", {})
-                    if body.get("schema", {}).get("$ref", "").endswith("/Problem"):
+                    if body.get("schema", {}).get("$ref", "").endswith("Problem"):
                         content[PROBLEM_JSON] = content.pop("application/json")
         app.openapi_schema = schema
     return app.openapi_schema

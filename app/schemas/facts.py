@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, Field
 
 from app.rules import MAX_ID, OnDuplicate
-from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
+from app.schemas.common import AsOf, Problem, RequestModel, UtcTime, as_of_note
 
 AsOfNote = Annotated[
     AsOf | None,
@@ -107,6 +107,18 @@ class Similar(BaseModel):
     id: int
     path: str
     cosine: float = Field(description="Cosine similarity of the two facts' embeddings")
+
+
+class DuplicateProblem(Problem):
+    """`on_duplicate: "refuse"` met a fact that says nearly the same: nothing was stored."""
+
+    similar: list[Similar] = Field(
+        description="The facts you can read that say nearly the same, nearest first, as a "
+        "201's `similar`: supersede one (`supersedes_id`) rather than repeat it"
+    )
+    index: int | None = Field(
+        default=None, description="In a batch: the position of the fact that was refused"
+    )
 
 
 class StoredFact(Fact):

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -830,10 +830,16 @@ def _refuse_duplicates(
         if hits:
             hit = hits[0]
             which = f"fact {index} of the batch" if many else "this fact"
+            # `similar` as a 201 gives it (and, in a batch, which item), for an agent that
+            # supersedes without parsing the sentence.
+            data: dict[str, Any] = {"similar": [asdict(h) for h in hits]}
+            if many:
+                data["index"] = index
             raise Conflict(
                 f"{which} is similar to fact {hit.id} at {hit.path} (cosine {hit.cosine:.2f}): "
                 f"store it with supersedes_id {hit.id} to correct that fact, or without "
-                "on_duplicate=refuse to keep both"
+                "on_duplicate=refuse to keep both",
+                extensions=data,
             )
 
 

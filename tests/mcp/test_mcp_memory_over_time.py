@@ -51,8 +51,19 @@ async def test_a_batch_store_is_all_or_nothing_and_names_similar_facts(
         assert "Bad Path" in text or "bad path" in text
         assert fact_count() == before
         dup = [{"path": "/new", "content": "plants need water"}, {"path": "/ops", "content": AGAIN}]
-        text = await refused(client, "store_facts", facts=dup, on_duplicate="refuse")
-        assert f"fact {first['id']} at /ops" in text and "supersedes_id" in text
+        result = await client.call_tool("store_facts", {"facts": dup, "on_duplicate": "refuse"})
+        assert result.is_error
+        (content,) = result.content
+        assert f"fact {first['id']} at /ops" in content.text and "supersedes_id" in content.text
+        # The REST problem, `similar` and all, for a client that reads structured content.
+        problem = result.structured_content
+        assert problem is not None and problem["status"] == 409
+        assert problem["detail"] == content.text and problem["index"] == 1
+        assert [(x["id"], x["path"]) for x in problem["similar"]] == [(first["id"], "/ops")]
+        rest = await mcp.rest(
+            "default", "POST", "/v1/facts/batch", json={"facts": dup, "on_duplicate": "refuse"}
+        )
+        assert rest.json() == problem
         assert fact_count() == before
         stored = await ok(client, "store_facts", facts=dup)
         assert [f["content"] for f in stored["facts"]] == [dup[0]["content"], AGAIN]
