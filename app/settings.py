@@ -136,7 +136,7 @@ class AuthSettings(_Section):
         """Take seconds (`86400`) or a duration as `--expires` writes it (`1d`)."""
         if isinstance(value, bool):
             raise ValueError("give seconds or a duration such as 30d")
-        if isinstance(value, str) and not value.strip().isdigit():
+        if isinstance(value, str) and not (value.strip().isascii() and value.strip().isdigit()):
             try:
                 return int(parse_duration(value).total_seconds())
             except InvalidInput as exc:
