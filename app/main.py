@@ -27,6 +27,7 @@ from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import facts, health, meta, paths, policies, search
+from app.api.slashes import relative_slash_redirects
 from app.auth.tokens import TokenVerifier
 from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, token_subject
 from app.mcp.server import ToolMetrics, build_server
@@ -111,6 +112,7 @@ def create_app(
     install_console(app)
     mcp_endpoint = _mcp_endpoint(app, settings, registry)
     app.router.routes.extend(mcp_endpoint.routes())
+    relative_slash_redirects(app.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -481,6 +481,7 @@ class Memory:
     ) -> SeenAs:
         """As `admin` (role admin), what `subject` may do at `path` and what it reads there."""
         self.require_admin(admin, "seeing as another subject needs the admin role")
+        validate_subject(subject)  # a name no token could carry is nobody to see as
         folded = fold_path(path)
         with self.transaction(subject) as (conn, ctx):
             node = path_service.path_resource(conn, folded)
