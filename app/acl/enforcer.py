@@ -172,6 +172,10 @@ class Access:
     def is_admin(self) -> bool:
         return ADMIN in self.principals
 
+    def holds(self, role: str) -> bool:
+        """Whether a g line gives the subject `role` (its own name is not a role it holds)."""
+        return role in self.principals and role != self.subject
+
     def rules(self, action: str) -> list[tuple[ObjectPattern, str]]:
         if action == "read":
             return list(self._read_rules)

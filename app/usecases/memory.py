@@ -30,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 from sqlalchemy import Connection, text
 
-from app.acl.model import ACTIONS
+from app.acl.model import ACTIONS, ADMIN, METRICS
 from app.auth.subjects import validate_subject
 from app.auth.tokens import issue_token
 from app.db import migrate
@@ -640,6 +640,14 @@ class Memory:
         with self.transaction(subject) as (_conn, ctx):
             if not ctx.access.is_admin:
                 raise Forbidden(message)
+
+    def require_metrics(self, subject: str) -> None:
+        """Forbidden unless the subject may read the operators' metrics: the role
+        `metrics` (which grants nothing else) or `admin`. The gauges count every fact,
+        whoever may read it."""
+        with self.transaction(subject) as (_conn, ctx):
+            if not (ctx.access.is_admin or ctx.access.holds(METRICS)):
+                raise Forbidden(f"metrics need the role {METRICS!r} (or {ADMIN!r})")
 
     # The policy verbs take `subject` (REST, MCP, the console: it must hold the admin
     # role) or `owner=True`: the command line on the database file, which no policy

@@ -57,11 +57,13 @@ def readyz(memory: MemoryDep) -> Any:
     },
 )
 def metrics(request: Request, memory: MemoryDep, subject: SubjectDep) -> Response:
-    """Expose Prometheus metrics (role admin).
+    """Expose Prometheus metrics (role metrics or admin).
 
     The memory gauges count every fact, whoever may read it: to any other subject
-    they would tell how much it cannot see, and how fast that grows.
+    they would tell how much it cannot see, and how fast that grows. Give a scraper
+    the role `metrics` (`g, prometheus, metrics`), which grants nothing else: an
+    admin's token can download every fact through export and backup.
     """
-    memory.require_admin(subject, "metrics need the admin role")
+    memory.require_metrics(subject)
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
