@@ -33,8 +33,8 @@ from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, to
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
-from app.ui import PREFIX as UI_PREFIX
-from app.ui import install as install_console
+from app.ui.console import PREFIX as UI_PREFIX
+from app.ui.console import install as install_console
 from app.usecases.memory import Memory
 
 DESCRIPTION = (
