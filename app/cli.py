@@ -211,6 +211,7 @@ def serve_command(
     import uvicorn
 
     from app.api.observability import configure_logging
+    from app.api.timeouts import request_timeouts
     from app.auth.tokens import TokenVerifier
     from app.main import create_app
 
@@ -234,6 +235,9 @@ def serve_command(
             access_log=False,  # the observability middleware logs each request once
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
+            # Read deadlines for headers and body: uvicorn would wait on a dribbling
+            # client for ever (server.header_timeout_seconds, body_timeout_seconds).
+            http=request_timeouts(config.server),
         )
 
 
