@@ -775,14 +775,22 @@ class Memory:
         subject: str,
         lines: Iterable[str],
         *,
+        with_policies: bool = False,
         on_progress: ProgressCallback | None = None,
     ) -> transfer.ImportReport:
-        """Check every line of an export first, then load it in one write transaction.
+        """Check every line of an export first, then load it in one write transaction;
+        its policy lines and path tags only `with_policies` (the report names each).
 
         `on_progress(done, total)` counts the facts loaded."""
-        data = transfer.read_export(lines, self.runtime.settings.limits)
+        with self.transaction(subject) as (conn, _ctx):
+            roles = policy_service.role_names(conn)
+        data = transfer.read_export(
+            lines, self.runtime.settings.limits, now=self._clock(), roles=roles
+        )
         with self.transaction(subject, write=True) as (conn, ctx):
-            return transfer.import_memory(conn, ctx, data, on_progress=on_progress)
+            return transfer.import_memory(
+                conn, ctx, data, with_policies=with_policies, on_progress=on_progress
+            )
 
     def backup_as(self, subject: str, target: Path) -> BackupReport:
         """`backup` for a subject in the admin role (the copy holds the whole memory)."""
