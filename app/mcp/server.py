@@ -70,7 +70,8 @@ SIMILAR_HINT = (
     "nearly the same (id, path, cosine). When one of them states the same thing, you "
     "repeated yourself: supersede it (store the better version with supersedes_id set to "
     "its id) or delete your duplicate, rather than keep both. Pass on_duplicate='refuse' to "
-    "store nothing when such a fact exists. similar_checked false means none were looked "
+    "store nothing when such a fact exists (the refusal's structured content lists them as "
+    "`similar`, and `index` in a batch). similar_checked false means none were looked "
     "for (the memory has no embedding model loaded)."
 )
 
