@@ -155,12 +155,20 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             description=app.description,
             routes=app.routes,
         )
+        # Problem and every problem with extension members (StoreConflict): the schemas
+        # that hold a problem's four members.
+        components = schema.get("components", {}).get("schemas", {})
+        problems = {
+            f"#/components/schemas/{name}"
+            for name, body in components.items()
+            if {"type", "title", "status", "detail"} <= set(body.get("properties", {}))
+        }
         for path_item in schema.get("paths", {}).values():
             for operation in path_item.values():
                 for response in operation.get("responses", {}).values():
                     content = response.get("content", {})
                     body = content.get("application/json", {})
-                    if body.get("schema", {}).get("$ref", "").endswith("Problem"):
+                    if body.get("schema", {}).get("$ref") in problems:
                         content[PROBLEM_JSON] = content.pop("application/json")
         app.openapi_schema = schema
     return app.openapi_schema

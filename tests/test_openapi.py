@@ -55,7 +55,7 @@ def test_every_operation_is_described(path: str, method: str, operation: dict) -
         schema = response["content"]["application/problem+json"]["schema"]
         if code == "409" and operation["operationId"] in ("store_fact", "store_facts_batch"):
             # on_duplicate "refuse": the problem names the similar facts, as a 201 does.
-            assert schema == {"$ref": "#/components/schemas/DuplicateProblem"}, (method, path)
+            assert schema == {"$ref": "#/components/schemas/StoreConflict"}, (method, path)
             continue
         assert schema == {"$ref": "#/components/schemas/Problem"}, (method, path, code)
     if operation["operationId"] not in PUBLIC:
@@ -64,10 +64,12 @@ def test_every_operation_is_described(path: str, method: str, operation: dict) -
 
 def test_a_duplicate_refusal_declares_its_similar_facts() -> None:
     schemas = document()["components"]["schemas"]
-    duplicate = schemas["DuplicateProblem"]
-    assert {"type", "title", "status", "detail", "similar"} <= set(duplicate["properties"])
-    assert duplicate["properties"]["similar"]["items"] == {"$ref": "#/components/schemas/Similar"}
-    assert "similar" in duplicate["required"]
+    conflict = schemas["StoreConflict"]
+    assert {"type", "title", "status", "detail", "similar", "index"} <= set(conflict["properties"])
+    similar = conflict["properties"]["similar"]["anyOf"]
+    assert {"type": "array", "items": {"$ref": "#/components/schemas/Similar"}} in similar
+    # A supersede's 409 names no similar fact: generated clients must take its absence.
+    assert "similar" not in conflict["required"]
 
 
 def test_request_bodies_refuse_unknown_fields() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.schemas.common import Problem
-from app.schemas.facts import DuplicateProblem
+from app.schemas.facts import StoreConflict
 
 _DESCRIPTIONS = {
     401: "Missing or invalid bearer token",
@@ -42,4 +42,4 @@ def refused_duplicate() -> dict[int | str, dict[str, Any]]:
         "The fact to supersede is superseded already, or on_duplicate is refuse and a fact "
         "you can read says nearly the same (named in `similar`; nothing was stored)"
     )
-    return {409: {"model": DuplicateProblem, "description": description}}
+    return {409: {"model": StoreConflict, "description": description}}

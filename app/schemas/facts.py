@@ -109,12 +109,15 @@ class Similar(BaseModel):
     cosine: float = Field(description="Cosine similarity of the two facts' embeddings")
 
 
-class DuplicateProblem(Problem):
-    """`on_duplicate: "refuse"` met a fact that says nearly the same: nothing was stored."""
+class StoreConflict(Problem):
+    """A store refused with 409: the fact to supersede is superseded already, or
+    `on_duplicate: "refuse"` met a fact that says nearly the same. Nothing was stored."""
 
-    similar: list[Similar] = Field(
-        description="The facts you can read that say nearly the same, nearest first, as a "
-        "201's `similar`: supersede one (`supersedes_id`) rather than repeat it"
+    similar: list[Similar] | None = Field(
+        default=None,
+        description="on_duplicate refuse: the facts you can read that say nearly the same, "
+        "nearest first, as a 201's `similar`: supersede one (`supersedes_id`) rather than "
+        "repeat it. Absent when the conflict is a supersede's",
     )
     index: int | None = Field(
         default=None, description="In a batch: the position of the fact that was refused"
