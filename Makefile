@@ -54,7 +54,7 @@ unit: $(STAMP) $(BROWSER)
 	$(BIN)/pytest
 
 # The inner loop: everything but the tests marked slow (processes, wheels, the real model),
-# and the ACL's differential proof over 100 random worlds instead of 1000.
+# and the ACL's differential proof over 100 random worlds instead of 250.
 unit-fast: $(STAMP)
 	EMBORNAL_PROOF_EXAMPLES=100 $(BIN)/pytest -m "not slow"
 

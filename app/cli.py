@@ -226,6 +226,7 @@ def serve_command(
     import uvicorn
 
     from app.api.observability import configure_logging
+    from app.api.timeouts import request_timeouts
     from app.auth.tokens import TokenVerifier
     from app.main import create_app
 
@@ -249,6 +250,9 @@ def serve_command(
             access_log=False,  # the observability middleware logs each request once
             proxy_headers=True,
             forwarded_allow_ips=forwarded_allow_ips,
+            # Read deadlines for headers and body: uvicorn would wait on a dribbling
+            # client for ever (server.header_timeout_seconds, body_timeout_seconds).
+            http=request_timeouts(config.server),
         )
 
 
@@ -857,26 +861,42 @@ def _export_to_stdout(mem: Memory, with_embeddings: bool) -> None:
 @memory_app.command("import")
 def memory_import(
     file: Annotated[Path, typer.Argument(help="A file from `memory export` (- for stdin)")],
+    with_policies: Annotated[
+        bool,
+        typer.Option(
+            "--with-policies",
+            help="Also apply the file's policy lines and path tags (each one added is named)",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Load an export, all or nothing.
 
-    Into a fresh memory (only what its migration wrote) the file is restored as it
-    is: same fact ids, the file's policies. Into any other memory it is merged:
-    facts get new ids (supersede chains follow), a fact already present (same path,
-    content, owner and created_at) is skipped, so a second import changes nothing;
-    a path tag the memory has keeps its value; missing policies are added. Facts
-    keep their owners, times and recall state.
+    Every line is checked as the API checks the same thing (times, vectors, tags,
+    owners...); one bad line refuses the file, named by its number, and nothing is
+    written. Into a fresh memory (only what its migration wrote) the facts are
+    restored as they are: same ids. Into any other memory they are merged: new ids
+    (supersede chains follow), a fact already present (same path, content, owner and
+    created_at) is skipped, so a second import changes nothing. Facts keep their
+    owners, times and recall state.
+
+    The file's policy lines and path tags decide who reads what: they are applied only
+    with --with-policies (a restore then takes the file's policies; a merge adds the
+    lines and path tags the memory lacks, keeping its own values), each one named.
     """
     # Every line is checked (by the use case) before the write lock is taken.
     try:
         with memory() as mem, progress_bar("importing facts") as advance:
             if str(file) == "-":
                 lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-                report = mem.import_lines(ME, lines, on_progress=advance)
+                report = mem.import_lines(
+                    ME, lines, with_policies=with_policies, on_progress=advance
+                )
             else:
                 with file.open(encoding="utf-8") as opened:
-                    report = mem.import_lines(ME, opened, on_progress=advance)
+                    report = mem.import_lines(
+                        ME, opened, with_policies=with_policies, on_progress=advance
+                    )
     except OSError as exc:
         raise EmbornalError(f"cannot read {file}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -886,10 +906,21 @@ def memory_import(
         return
     typer.echo(
         f"{report.mode}: {report.facts_added} facts added, {report.facts_skipped} already "
-        f"present; {report.paths_added} paths and {report.path_tags_added} path tags added"
-        + (f" ({report.path_tags_kept} kept their own value)" if report.path_tags_kept else "")
-        + f"; {report.policies_added} policies added"
+        f"present; {report.paths_added} paths added"
     )
+    # Each change to who may read what, by name: the person importing must see them.
+    for line in report.policies_added:
+        typer.echo(f"policy added: {for_display(line)}")
+    for tag in report.path_tags_added:
+        typer.echo(f"path tag added: {for_display(tag)}")
+    if report.path_tags_kept:
+        typer.echo(f"{report.path_tags_kept} path tags of the file kept this memory's value")
+    if report.policies_not_applied or report.path_tags_not_applied:
+        typer.echo(
+            f"not applied: {report.policies_not_applied} policy lines and "
+            f"{report.path_tags_not_applied} path tags of the file (import with "
+            "--with-policies to apply them)"
+        )
     if report.facts_waiting_for_embedding:
         typer.echo(
             f"{report.facts_waiting_for_embedding} facts wait for embedding: "
@@ -983,11 +1014,15 @@ def model_info_command(
 # --- policies ----------------------------------------------------------------
 
 
+# The policy commands act as the owner of the database file, whatever its policies say:
+# the way back for an owner whose tokens lost the admin role (Memory._policies).
+
+
 @policy_app.command("list")
 def policy_list(as_json: JsonOpt = False) -> None:
-    """List the policy lines."""
+    """List the policy lines (whatever the policies say: this is the database's owner)."""
     with memory() as mem:
-        lines = mem.list_policies(ME)
+        lines = mem.list_policies(ME, owner=True)
     if as_json:
         emit_json({"policies": lines})
         return
@@ -999,17 +1034,20 @@ def policy_list(as_json: JsonOpt = False) -> None:
 def policy_add(
     line: Annotated[str, typer.Argument(help='e.g. "p, alice, path:/a/*, read, allow"')],
 ) -> None:
-    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE")."""
+    """Add a policy line (actions: read, write, delete, tag; or "g, MEMBER, ROLE").
+
+    Works whatever the policies say: `embornal policy add "g, default, admin"` gives the
+    owner back the admin role."""
     with memory() as mem:
-        added = mem.add_policy(ME, line)
+        added = mem.add_policy(ME, line, owner=True)
     typer.echo(f"added: {added['line']}")
 
 
 @policy_app.command("remove")
 def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
-    """Remove a policy line."""
+    """Remove a policy line (not the last one that gives anyone the admin role)."""
     with memory() as mem:
-        removed = mem.remove_policy(ME, line)
+        removed = mem.remove_policy(ME, line, owner=True)
     typer.echo(f"removed: {removed['line']}")
 
 

@@ -7,10 +7,13 @@ import re
 
 from app.errors import InvalidInput
 
-# Units in descending order, each at most once: "1d12h", not "12h1d" or "1d1d".
+# Units in descending order, each at most once: "1d12h", not "12h1d" or "1d1d". Digits
+# are ASCII only (re.ASCII): \d would take Arabic-Indic or fullwidth digits, which int()
+# reads as numbers no person or log reader would.
 _DURATION_RE = re.compile(
     r"(?:(?P<w>\d{1,9})w)?(?:(?P<d>\d{1,9})d)?(?:(?P<h>\d{1,9})h)?"
-    r"(?:(?P<m>\d{1,9})m)?(?:(?P<s>\d{1,9})s)?"
+    r"(?:(?P<m>\d{1,9})m)?(?:(?P<s>\d{1,9})s)?",
+    re.ASCII,
 )
 _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 MAX_DURATION = dt.timedelta(days=3650)

@@ -19,10 +19,19 @@ class EmbornalError(Exception):
     # other 5xx is answered generically and its detail goes to the log.
     public = False
 
-    def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: list[dict[str, Any]] | None = None,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.errors = errors
+        # RFC 9457 extension members: data a client acts on without parsing `detail`
+        # (a duplicate refusal's `similar`). JSON values; never SQL, paths or traces.
+        self.extensions = dict(extensions or {})
 
     @property
     def console_detail(self) -> str:
@@ -134,6 +143,13 @@ class InsufficientStorage(EmbornalError):
     type = "/problems/insufficient-storage"
     title = "Insufficient storage"
     public = True
+
+
+def problem_body(error: EmbornalError) -> dict[str, Any]:
+    """The RFC 9457 problem of a public error, its extension members included: what REST
+    answers (app.api.problems, which adds `errors`) and what MCP carries as data."""
+    body = {"type": error.type, "title": error.title, "status": error.status}
+    return {**error.extensions, **body, "detail": error.detail}
 
 
 def is_public(exc: BaseException) -> TypeGuard[EmbornalError]:

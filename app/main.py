@@ -27,13 +27,14 @@ from app.api.limits import BodyLimitMiddleware, JsonBodyMiddleware
 from app.api.observability import HttpMetrics, MemoryCollector, ObservabilityMiddleware
 from app.api.problems import PROBLEM_JSON, install_problem_handlers
 from app.api.routers import activity, facts, health, meta, paths, policies, root, search, tokens
+from app.api.slashes import relative_slash_redirects
 from app.auth.tokens import TokenVerifier
 from app.mcp.http import MCP_PATH, JwtVerifier, McpEndpoint, jsonrpc_refusal, token_subject
 from app.mcp.server import ToolMetrics, build_server
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings
-from app.ui import PREFIX as UI_PREFIX
-from app.ui import install as install_console
+from app.ui.console import PREFIX as UI_PREFIX
+from app.ui.console import install as install_console
 from app.usecases.memory import Memory
 
 DESCRIPTION = (
@@ -117,6 +118,7 @@ def create_app(
     install_console(app)
     mcp_endpoint = _mcp_endpoint(app, settings, registry)
     app.router.routes.extend(mcp_endpoint.routes())
+    relative_slash_redirects(app.router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -159,12 +161,20 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             description=app.description,
             routes=app.routes,
         )
+        # Problem and every problem with extension members (StoreConflict): the schemas
+        # that hold a problem's four members.
+        components = schema.get("components", {}).get("schemas", {})
+        problems = {
+            f"#/components/schemas/{name}"
+            for name, body in components.items()
+            if {"type", "title", "status", "detail"} <= set(body.get("properties", {}))
+        }
         for path_item in schema.get("paths", {}).values():
             for operation in path_item.values():
                 for response in operation.get("responses", {}).values():
                     content = response.get("content", {})
                     body = content.get("application/json", {})
-                    if body.get("schema", {}).get("$ref", "").endswith("/Problem"):
+                    if body.get("schema", {}).get("$ref") in problems:
                         content[PROBLEM_JSON] = content.pop("application/json")
         app.openapi_schema = schema
     return app.openapi_schema

@@ -50,6 +50,11 @@ class ServerSettings(_Section):
     port: int = Field(default=8420, ge=1, le=65535)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # A request's headers must arrive within this many seconds of their first byte (or
+    # of the connection opening), and its body within this many of its headers' end:
+    # a client dribbling a byte at a time is answered 408 and cut off (app.api.timeouts).
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
 
 
 class DatabaseSettings(_Section):
@@ -144,7 +149,7 @@ class AuthSettings(_Section):
         """Take seconds (`86400`) or a duration as `--expires` writes it (`1d`)."""
         if isinstance(value, bool):
             raise ValueError("give seconds or a duration such as 30d")
-        if isinstance(value, str) and not value.strip().isdigit():
+        if isinstance(value, str) and not (value.strip().isascii() and value.strip().isdigit()):
             try:
                 return int(parse_duration(value).total_seconds())
             except InvalidInput as exc:

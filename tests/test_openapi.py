@@ -54,9 +54,23 @@ def test_every_operation_is_described(path: str, method: str, operation: dict) -
         if operation["operationId"] == "readyz":
             continue  # its 503 is the readiness report itself
         schema = response["content"]["application/problem+json"]["schema"]
+        if code == "409" and operation["operationId"] in ("store_fact", "store_facts_batch"):
+            # on_duplicate "refuse": the problem names the similar facts, as a 201 does.
+            assert schema == {"$ref": "#/components/schemas/StoreConflict"}, (method, path)
+            continue
         assert schema == {"$ref": "#/components/schemas/Problem"}, (method, path, code)
     if operation["operationId"] not in PUBLIC:
         assert "401" in errors and operation.get("security"), (method, path)
+
+
+def test_a_duplicate_refusal_declares_its_similar_facts() -> None:
+    schemas = document()["components"]["schemas"]
+    conflict = schemas["StoreConflict"]
+    assert {"type", "title", "status", "detail", "similar", "index"} <= set(conflict["properties"])
+    similar = conflict["properties"]["similar"]["anyOf"]
+    assert {"type": "array", "items": {"$ref": "#/components/schemas/Similar"}} in similar
+    # A supersede's 409 names no similar fact: generated clients must take its absence.
+    assert "similar" not in conflict["required"]
 
 
 def test_request_bodies_refuse_unknown_fields() -> None:

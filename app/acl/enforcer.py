@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -79,6 +80,28 @@ class SubjectIsRole(Unauthorized):
 def role_names(enforcer: casbin.Enforcer) -> frozenset[str]:
     """Every name that is a role: the second field of a g line, plus everyone and admin."""
     return frozenset({EVERYONE, ADMIN, *(rule[1] for rule in enforcer.get_grouping_policy())})
+
+
+def admins(links: Iterable[tuple[str, str]], *, roles: Iterable[str] = ()) -> frozenset[str]:
+    """Who holds the admin role under these `g, MEMBER, ROLE` links, decided by an
+    enforcer of the built-in model (so by Casbin's role manager, its depth limit
+    included): every name that is not a role and reaches `admin`, and `everyone` when it
+    does (then every subject does). Names in `roles` count as roles too: a role whose
+    last member goes is nobody's, though Casbin would now take its name for a subject's.
+
+    Empty means no token can manage policies, tokens, export or backup any more: only
+    the command line on the database file could give the role back.
+    """
+    rules = [[member, role] for member, role in links]
+    model = casbin.model.Model()
+    model.load_model_from_text(CASBIN_MODEL)
+    enforcer = casbin.Enforcer(model)
+    if rules:
+        enforcer.add_named_grouping_policies("g", rules)
+    manager = enforcer.get_role_manager()
+    not_subjects = role_names(enforcer) | set(roles)
+    candidates = {member for member, _role in rules if member not in not_subjects} | {EVERYONE}
+    return frozenset(name for name in candidates if manager.has_link(name, ADMIN))
 
 
 def build_enforcer(engine: Engine) -> casbin.Enforcer:
@@ -147,6 +170,10 @@ class Access:
     @property
     def is_admin(self) -> bool:
         return ADMIN in self.principals
+
+    def holds(self, role: str) -> bool:
+        """Whether a g line gives the subject `role` (its own name is not a role it holds)."""
+        return role in self.principals and role != self.subject
 
     def rules(self, action: str) -> list[tuple[ObjectPattern, str]]:
         if action == "read":

@@ -27,6 +27,9 @@ from app.rules import SEGMENT, TAG_KEY, TAG_VALUE
 
 EVERYONE = "everyone"
 ADMIN = "admin"
+# The role that reads /metrics and nothing else (a g line makes it, like any role):
+# a scraper's token, which must not be an admin's (an admin can export every fact).
+METRICS = "metrics"
 ACTIONS = ("read", "write", "delete", "tag")
 # Actions whose allow must come from a path rule: the actor picks the tags involved.
 PATH_GRANTED_ACTIONS = frozenset({"write", "tag"})

@@ -78,8 +78,10 @@ def problem_response(
     type_: str | None = None,
     errors: Sequence[Mapping[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
+    extensions: Mapping[str, Any] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
+        **(extensions or {}),
         "type": type_ or problem_type(status),
         "title": title or problem_title(status),
         "status": status,
@@ -107,7 +109,13 @@ async def _embornal_error(_request: Request, exc: Exception) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)}
     type_ = exc.type if exc.type != "about:blank" else None
     return problem_response(
-        exc.status, exc.detail, title=exc.title, type_=type_, errors=exc.errors, headers=headers
+        exc.status,
+        exc.detail,
+        title=exc.title,
+        type_=type_,
+        errors=exc.errors,
+        headers=headers,
+        extensions=exc.extensions,
     )
 
 

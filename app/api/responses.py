@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.schemas.common import Problem
+from app.schemas.facts import StoreConflict
 
 _DESCRIPTIONS = {
     401: "Missing or invalid bearer token",
@@ -33,3 +34,12 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {"model": Problem, "description": _DESCRIPTIONS[status]}
         for status in sorted(set(statuses))
     }
+
+
+def refused_duplicate() -> dict[int | str, dict[str, Any]]:
+    """The 409 of a store: a superseded fact, or (`on_duplicate: "refuse"`) a similar one."""
+    description = (
+        "The fact to supersede is superseded already, or on_duplicate is refuse and a fact "
+        "you can read says nearly the same (named in `similar`; nothing was stored)"
+    )
+    return {409: {"model": StoreConflict, "description": description}}

@@ -35,7 +35,14 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Receive, Scope, Send
 
 from app.auth.tokens import UNAUTHORIZED_MESSAGE
-from app.errors import BadRequest, EmbornalError, Forbidden, TokenExpired, Unauthorized
+from app.errors import (
+    BadRequest,
+    EmbornalError,
+    Forbidden,
+    TokenExpired,
+    Unauthorized,
+    problem_body,
+)
 from app.settings import HttpSettings
 
 MCP_PATH = "/mcp"
@@ -112,19 +119,9 @@ class _RequireBearer:
         await response(scope, receive, send)
 
 
-def _problem_body(error: EmbornalError) -> dict[str, Any]:
-    """The problem REST gives for `error` (app.api.problems is a sibling front end)."""
-    return {
-        "type": error.type,
-        "title": error.title,
-        "status": error.status,
-        "detail": error.detail,
-    }
-
-
 def _problem(error: EmbornalError) -> JSONResponse:
     return JSONResponse(
-        _problem_body(error), status_code=error.status, media_type="application/problem+json"
+        problem_body(error), status_code=error.status, media_type="application/problem+json"
     )
 
 
@@ -135,7 +132,7 @@ def jsonrpc_refusal(error: EmbornalError) -> JSONResponse:
     body = {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": INVALID_REQUEST, "message": error.detail, "data": _problem_body(error)},
+        "error": {"code": INVALID_REQUEST, "message": error.detail, "data": problem_body(error)},
     }
     return JSONResponse(body, status_code=error.status)
 

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ValidationError
 
 from app import __version__
-from app.errors import EmbornalError, InvalidInput, invalid_detail, is_public
+from app.errors import EmbornalError, InvalidInput, invalid_detail, is_public, problem_body
 from app.mcp import briefs
 from app.mcp import schemas as s
 from app.schemas.facts import Fact, FactList, FactsOut, StoredFact, StoredFacts
@@ -198,7 +198,8 @@ TOOLS: dict[str, ToolSpec] = {
             "Store one small fact under a topical path. To correct a fact, store the new "
             "version with supersedes_id set to its id, never both. The answer's `similar` "
             "lists facts you can read that say nearly the same: supersede one instead of "
-            "repeating it.",
+            "repeating it. on_duplicate='refuse' stores nothing then; the refusal's "
+            "structured content lists them as `similar`.",
             s.StoreFactIn,
             StoredFact,
             _store,
@@ -325,7 +326,8 @@ TOOLS: dict[str, ToolSpec] = {
             "remove_policy",
             "Remove a policy",
             "Remove an access policy line, written as list_policies shows it; it holds "
-            "from the next request. Admin role only.",
+            "from the next request. Admin role only; the last line giving anyone admin "
+            "is refused (add another admin first).",
             s.PolicyLineIn,
             Policy,
             _remove_policy,
@@ -431,8 +433,14 @@ def build_server(
                 log.error("mcp tool %s failed", spec.name, exc_info=exc)
             elif exc.status >= 500:
                 log.error("mcp tool %s failed: %s: %s", spec.name, type(exc).__name__, exc.detail)
+            text = error_text(exc)
+            # A refusal with data to act on (a duplicate's `similar`) carries the problem
+            # REST would answer as structured content; its text stays the one line.
+            problem = problem_body(exc) if is_public(exc) and exc.extensions else None
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=error_text(exc))], is_error=True
+                content=[types.TextContent(type="text", text=text)],
+                structured_content=problem,
+                is_error=True,
             )
         finally:
             elapsed = time.perf_counter() - started

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema, field_validator
 
 from app.rules import MAX_ID, OnDuplicate
-from app.schemas.common import AsOf, RequestModel, UtcTime, as_of_note
+from app.schemas.common import AsOf, Problem, RequestModel, UtcTime, as_of_note
 
 AsOfNote = Annotated[
     AsOf | None,
@@ -124,6 +124,21 @@ class Similar(BaseModel):
     id: int
     path: str
     cosine: float = Field(description="Cosine similarity of the two facts' embeddings")
+
+
+class StoreConflict(Problem):
+    """A store refused with 409: the fact to supersede is superseded already, or
+    `on_duplicate: "refuse"` met a fact that says nearly the same. Nothing was stored."""
+
+    similar: list[Similar] | None = Field(
+        default=None,
+        description="on_duplicate refuse: the facts you can read that say nearly the same, "
+        "nearest first, as a 201's `similar`: supersede one (`supersedes_id`) rather than "
+        "repeat it. Absent when the conflict is a supersede's",
+    )
+    index: int | None = Field(
+        default=None, description="In a batch: the position of the fact that was refused"
+    )
 
 
 class StoredFact(Fact):

@@ -43,11 +43,4 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
-    index: Check = Field(description="The vector index: loaded into memory, and its size")
-    pending_embeddings: int | None = Field(
-        default=None,
-        description=(
-            "Facts waiting for an embedding (semantic search cannot find them yet); "
-            "a server with a model embeds them in the background"
-        ),
-    )
+    index: Check = Field(description="The vector index: loaded into this process's memory")

@@ -1,4 +1,11 @@
-"""Policy lines in casbin_rule: list, add, remove (role admin only)."""
+"""Policy lines in casbin_rule: list, add, remove.
+
+Over REST, MCP and the console a subject in the `admin` role manages them (`ctx`). The
+command line passes no context (`ctx=None`): it acts on the database file, and
+whoever can write that file owns the memory whatever its policies say; it is the way
+back for an owner who locked themself out (SPEC: Access control). Neither may remove
+the last line that gives anyone the admin role.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Row, and_, delete, insert, or_, select
 
+from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.db.tables import casbin_rule, facts
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -14,8 +22,9 @@ from app.services.context import Context
 _COLUMNS = [casbin_rule.c.v0, casbin_rule.c.v1, casbin_rule.c.v2, casbin_rule.c.v3]
 
 
-def _require_admin(ctx: Context) -> None:
-    if not ctx.access.is_admin:
+def _require_admin(ctx: Context | None) -> None:
+    """Refuse a subject outside the admin role; None is the owner of the database file."""
+    if ctx is not None and not ctx.access.is_admin:
         raise Forbidden("managing policies needs the admin role")
 
 
@@ -25,7 +34,7 @@ def _match(line: PolicyLine) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def list_policies(conn: Connection, ctx: Context) -> list[PolicyLine]:
+def list_policies(conn: Connection, ctx: Context | None) -> list[PolicyLine]:
     _require_admin(ctx)
     rows = conn.execute(select(casbin_rule).order_by(casbin_rule.c.ptype.desc(), casbin_rule.c.id))
     lines = []
@@ -118,7 +127,7 @@ def check_role_collision(conn: Connection, line: PolicyLine) -> None:
         )
 
 
-def add_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
+def add_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
     _require_admin(ctx)
     line = parse_policy_line(text)
     check_role_collision(conn, line)
@@ -129,9 +138,11 @@ def add_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
     return line
 
 
-def remove_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
+def remove_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
     _require_admin(ctx)
     line = parse_policy_line(text)
+    if line.ptype == "g":
+        _keep_an_admin(conn, line)
     if not conn.execute(delete(casbin_rule).where(and_(*_match(line)))).rowcount:
         raise NotFound(f"no such policy: {line}")
     return line
@@ -145,3 +156,26 @@ def find_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
     if not conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
         raise NotFound(f"no such policy: {line}")
     return line
+
+
+def _keep_an_admin(conn: Connection, removed: PolicyLine) -> None:
+    """Conflict when removing `removed` would leave no one with the admin role.
+
+    Only a g line's removal can: adding a line never takes the role from anyone (a g
+    line that would turn an admin's name into a role is refused as a collision), and
+    no p line grants or denies a role. A memory that had no admin already (a hand edit)
+    is let be: the command line is on its way to fixing it.
+    """
+    links = [
+        (member, role)
+        for member, role in conn.execute(
+            select(casbin_rule.c.v0, casbin_rule.c.v1).where(casbin_rule.c.ptype == "g")
+        )
+    ]
+    after = [link for link in links if link != removed.values]
+    if admins(links) and not admins(after, roles=(role for _member, role in links)):
+        raise Conflict(
+            f"{removed} is the last line that gives anyone the {ADMIN!r} role; removing it "
+            f"would lock every token out of managing the memory: add another admin first "
+            f'(e.g. "g, NAME, {ADMIN}")'
+        )

@@ -180,4 +180,11 @@ def parse_moment(text: str, field: str = "as_of") -> datetime:
         moment = datetime.fromisoformat(normal)
     except ValueError:
         raise _invalid(field, f"{field} {text!r} is not a date and time that exists") from None
-    return moment.astimezone(UTC)
+    try:
+        # 0001-01-01T00:00:00+14:00 is valid RFC 3339, but in UTC it falls before year 1
+        # (and 9999-12-31T23:59:59-14:00 after 9999): no datetime holds it.
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise _invalid(
+            field, f"{field} {text!r} falls outside the dates a memory can answer for"
+        ) from None

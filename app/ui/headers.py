@@ -18,7 +18,10 @@ CONTENT_SECURITY_POLICY = (
 HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser posts the console's own
+    # forms with `Origin: null`, and the origin is what tells them from another page's
+    # (app.ui.pages.refuse_other_origins). Other sites still get no Referer.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()",

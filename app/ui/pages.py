@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import (
@@ -121,8 +121,50 @@ def signed_in(request: Request) -> Signed:
     return Signed(session_id, session, "admin" in roles)
 
 
+def _origin(url: str) -> str:
+    """scheme://host[:port] of a URL, lowercase, without the scheme's default port."""
+    parts = urlsplit(url.lower())
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port
+    except ValueError:
+        return ""
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def refuse_other_origins(request: Request) -> None:
+    """Refuse a form that a page of another origin made the browser post.
+
+    Cookies ignore ports: a page served on another port of this host is same-site, so
+    it can plant the sign-in form's cookie and post the form with its own token (its
+    own CSRF pair), and SameSite=Strict lets it through: the victim's console would be
+    the attacker's. The browser says where a post came from (Sec-Fetch-Site, Origin),
+    and no other page can make it say this console's origin. A client that sends
+    neither is no browser another page could drive.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        # A browser that sends it says it of every request: it decides. "none" is the
+        # person's own action (a bookmark, a reload), no page of anyone's.
+        if site in ("same-origin", "none"):
+            return
+        raise Refused(403, f"the form came from another origin ({site}); sign in from the console")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    own = {_origin(str(request.base_url))}
+    public_url = request.app.state.settings.http.public_url
+    if public_url:
+        own.add(_origin(public_url))
+    if _origin(origin) not in own:
+        raise Refused(403, "the form came from another origin; sign in from the console")
+
+
 async def form_fields(request: Request) -> dict[str, str]:
-    """The urlencoded form of a POST (the console sends nothing else)."""
+    """The urlencoded form of a POST (the console sends nothing else), sent from the
+    console's own origin."""
+    refuse_other_origins(request)
     body = await request.body()
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if body and media != FORM_TYPE:
@@ -290,6 +332,9 @@ def login(request: Request, form: Annotated[dict[str, str], Depends(form_fields)
         )
         _set_login_cookie(request, response, nonce)
         return response
+    # Signing in as someone in a browser that held a session ends that one: two
+    # subjects' sessions behind one cookie jar, the first still valid, help no one.
+    sessions_of(request).close(request.cookies.get(SESSION_COOKIE))
     session_id, session = sessions_of(request).open(subject, token, expires_at)
     redirect = see_other("/ui")
     redirect.set_cookie(

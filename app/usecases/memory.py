@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 from sqlalchemy import Connection, text
 
-from app.acl.model import ACTIONS
+from app.acl.model import ACTIONS, ADMIN, METRICS
 from app.auth.keys import key_source
 from app.auth.subjects import validate_subject
 from app.db import migrate
@@ -190,11 +190,14 @@ class ModelState:
 
 @dataclass(frozen=True)
 class Readiness:
+    """Ready or not, and why: asked with no token, so it holds no count (how many facts,
+    vectors or waiting embeddings would tell anyone polling it when and how much others
+    store; operators read those in /metrics)."""
+
     database: Check
     migrations: Check
     model: ModelState
     index: Check  # the vector index, loaded into this process's memory
-    pending_embeddings: int | None = None  # facts waiting for the model (None: unknown)
 
     @property
     def ok(self) -> bool:
@@ -614,6 +617,7 @@ class Memory:
     ) -> SeenAs:
         """As `admin` (role admin), what `subject` may do at `path` and what it reads there."""
         self.require_admin(admin, "seeing as another subject needs the admin role")
+        validate_subject(subject)  # a name no token could carry is nobody to see as
         folded = fold_path(path)
         with self.transaction(subject) as (conn, ctx):
             node = path_service.path_resource(conn, folded)
@@ -950,16 +954,40 @@ class Memory:
             if not ctx.access.is_admin:
                 raise Forbidden(message)
 
-    def list_policies(self, subject: str) -> list[dict[str, object]]:
-        with self.transaction(subject) as (conn, ctx):
+    def require_metrics(self, subject: str) -> None:
+        """Forbidden unless the subject may read the operators' metrics: the role
+        `metrics` (which grants nothing else) or `admin`. The gauges count every fact,
+        whoever may read it."""
+        with self.transaction(subject) as (_conn, ctx):
+            if not (ctx.access.is_admin or ctx.access.holds(METRICS)):
+                raise Forbidden(f"metrics need the role {METRICS!r} (or {ADMIN!r})")
+
+    # The policy verbs take `subject` (REST, MCP, the console: it must hold the admin
+    # role) or `owner=True`: the command line on the database file, which no policy
+    # binds. Whoever can write the file owns the memory; this is the way back for an
+    # owner who locked themself out, so no subject's context (which a broken policy
+    # could refuse) is built for it.
+
+    @contextmanager
+    def _policies(
+        self, subject: str, *, owner: bool, write: bool = False
+    ) -> Iterator[tuple[Connection, Context | None]]:
+        if owner:
+            opened = write_transaction if write else read_transaction
+            with opened(self.runtime.engine) as conn:
+                yield conn, None
+        else:
+            with self.transaction(subject, write=write) as (conn, ctx):
+                yield conn, ctx
+
+    def list_policies(self, subject: str, *, owner: bool = False) -> list[dict[str, object]]:
+        with self._policies(subject, owner=owner) as (conn, ctx):
             return [line.as_dict() for line in policy_service.list_policies(conn, ctx)]
 
-    def add_policy(self, subject: str, line: str) -> dict[str, object]:
-        with self.transaction(subject, write=True) as (conn, ctx):
+    def add_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
+        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
             added = policy_service.add_policy(conn, ctx, line).as_dict()
-            activity_service.record(
-                conn, ctx, self.front_end, "policy_add", policy=str(added["line"])
-            )
+            self._record_policy(conn, subject, "policy_add", added)
             return added
 
     def policy_to_remove(self, subject: str, line: str) -> dict[str, object]:
@@ -967,13 +995,19 @@ class Memory:
         with self.transaction(subject) as (conn, ctx):
             return policy_service.find_policy(conn, ctx, line).as_dict()
 
-    def remove_policy(self, subject: str, line: str) -> dict[str, object]:
-        with self.transaction(subject, write=True) as (conn, ctx):
+    def remove_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
+        """Remove a line; Conflict if it is the last that gives anyone the admin role."""
+        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
             removed = policy_service.remove_policy(conn, ctx, line).as_dict()
-            activity_service.record(
-                conn, ctx, self.front_end, "policy_remove", policy=str(removed["line"])
-            )
+            self._record_policy(conn, subject, "policy_remove", removed)
             return removed
+
+    def _record_policy(
+        self, conn: Connection, subject: str, action: ActivityAction, line: dict[str, object]
+    ) -> None:
+        """The activity entry of a policy change, by `subject` (the file's owner too)."""
+        context = self.context(conn, subject)
+        activity_service.record(conn, context, self.front_end, action, policy=str(line["line"]))
 
     def start_embedding_worker(self) -> EmbedWorker | None:
         """A server's background embedder of the pending queue, started; None without a
@@ -1000,7 +1034,6 @@ class Memory:
         rt = self.runtime
         database = Check(False, "the database cannot be reached")
         migrations = Check(False, "not checked: no database")
-        pending = None
         try:
             with read_transaction(rt.engine) as conn:
                 conn.execute(text("SELECT 1"))
@@ -1008,8 +1041,6 @@ class Memory:
                 current, head = migrate.current_revision(conn), migrate.head_revision()
             if current == head:
                 migrations = Check(True, f"at head {head}")
-                with read_transaction(rt.engine) as conn:
-                    pending = embedding_service.pending_count(conn)
                 rt.follow_model()
             else:
                 migrations = Check(False, f"at {current}, head is {head}")
@@ -1025,7 +1056,7 @@ class Memory:
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
         index = (
-            Check(True, f"{len(rt.vector_index)} vectors in memory")
+            Check(True, "loaded")
             if rt.vector_index.ready.is_set()
             else Check(False, "the vector index is not loaded (see the log)")
         )
@@ -1038,7 +1069,6 @@ class Memory:
                 None if model.embedder is not None else model.problem or "no model loaded",
             ),
             index,
-            pending,
         )
 
     def gauges(self) -> Gauges:
@@ -1079,18 +1109,26 @@ class Memory:
         subject: str,
         lines: Iterable[str],
         *,
+        with_policies: bool = False,
         on_progress: ProgressCallback | None = None,
     ) -> transfer.ImportReport:
-        """Check every line of an export first, then load it in one write transaction.
+        """Check every line of an export first, then load it in one write transaction;
+        its policy lines and path tags only `with_policies` (the report names each).
 
         `on_progress(done, total)` counts the facts loaded."""
-        data = transfer.read_export(lines, self.runtime.settings.limits)
+        with self.transaction(subject) as (conn, _ctx):
+            roles = policy_service.role_names(conn)
+        data = transfer.read_export(
+            lines, self.runtime.settings.limits, now=self._clock(), roles=roles
+        )
         with self.transaction(subject, write=True) as (conn, ctx):
-            report = transfer.import_memory(conn, ctx, data, on_progress=on_progress)
+            report = transfer.import_memory(
+                conn, ctx, data, with_policies=with_policies, on_progress=on_progress
+            )
             note = (
                 f"{_many(report.facts_added, 'fact')}, {_many(report.paths_added, 'path')}, "
-                f"{_many(report.path_tags_added, 'path tag')} and "
-                f"{_many(report.policies_added, 'policy', 'policies')} added"
+                f"{_many(len(report.path_tags_added), 'path tag')} and "
+                f"{_many(len(report.policies_added), 'policy', 'policies')} added"
             )
             action: ActivityAction = "restore" if report.mode == "restore" else "import"
             activity_service.record(conn, ctx, self.front_end, action, note=note)
@@ -1151,10 +1189,16 @@ def _refuse_duplicates(
         if hits:
             hit = hits[0]
             which = f"fact {index} of the batch" if many else "this fact"
+            # `similar` as a 201 gives it (and, in a batch, which item), for an agent that
+            # supersedes without parsing the sentence.
+            data: dict[str, Any] = {"similar": [asdict(h) for h in hits]}
+            if many:
+                data["index"] = index
             raise Conflict(
                 f"{which} is similar to fact {hit.id} at {hit.path} (cosine {hit.cosine:.2f}): "
                 f"store it with supersedes_id {hit.id} to correct that fact, or without "
-                "on_duplicate=refuse to keep both"
+                "on_duplicate=refuse to keep both",
+                extensions=data,
             )
 
 

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Connection, insert, select
 
 from app.acl.compile import read_predicate
+from app.acl.enforcer import admins
 from app.acl.model import (
     ObjectPattern,
     Resource,
@@ -429,3 +430,20 @@ def test_a_tag_value_with_a_colon_is_a_value_not_a_parameter(rt: Runtime, memory
     memory.store("plain", "/c/b", team="x")
     add(rt, "p, carol, tag:team=:x, read, allow", "p, carol, tag:team=a:b, read, allow")
     assert memory.seen("carol") == {"colon"}
+
+
+def test_who_holds_admin_is_what_the_enforcer_decides(rt: Runtime) -> None:
+    """admins() (the guard on removing the last admin line) agrees with is_admin."""
+    chain = [("dana", "r0"), *((f"r{i}", f"r{i + 1}") for i in range(11)), ("r11", "admin")]
+    links = [("default", "admin"), ("carol", "ops"), ("ops", "admin"), *chain]
+    assert admins(links) == {"default", "carol"}  # dana is 12 links away: past Casbin's depth
+    memory = UseCases(rt)
+    for member, role in [("carol", "ops"), ("ops", "admin"), *chain]:
+        memory.add_policy("default", f"g, {member}, {role}")
+    with memory.transaction("dana") as (_conn, ctx):
+        assert not ctx.access.is_admin
+    with memory.transaction("carol") as (_conn, ctx):
+        assert ctx.access.is_admin
+    # A role whose last member went is nobody's, though Casbin would now read it as a name.
+    assert admins([("ops", "admin")], roles=["ops"]) == set()
+    assert admins([("everyone", "admin")]) == {"everyone"}

@@ -113,6 +113,9 @@ def test_a_hidden_fact_stays_hidden_as_of_any_moment(client, auth, story) -> Non
         ("1800000000", "RFC 3339"),
         ("2001-01-01T00:00:00Z", "before this memory began"),
         ("2099-01-01T00:00:00Z", "future"),
+        # Valid RFC 3339 whose UTC falls outside what a date can hold: was a 500.
+        ("0001-01-01T00:00:00+14:00", "outside"),
+        ("9999-12-31T23:59:59-14:00", "outside"),
     ],
 )
 def test_a_bad_as_of_is_a_422_naming_it(client, auth, as_of, said) -> None:

@@ -22,7 +22,7 @@ def test_a_fresh_memory_started_with_a_model_embeds_its_starter_facts(
         worker = app.state.embed_worker
         assert worker.wait_idle(WAIT), "the worker never found the queue empty"
         assert worker.embedded == 7
-        assert client.get("/readyz").json()["pending_embeddings"] == 0
+        assert pending(rt) == 0
         found = client.get(
             "/v1/search",
             params={"q": "a fact never changes, to correct one", "mode": "semantic", "peek": True},

@@ -87,8 +87,11 @@ def test_store_read_and_supersede(generated: ModuleType, client: TestClient, aut
         body=models.StoreIn(path="/gen/client", content="9000?", supersedes_id=old.id),
     )
     assert again.status_code == 409
-    assert isinstance(again.parsed, models.Problem)
+    # A store's 409 is a StoreConflict: a problem that names similar facts when the
+    # refusal is on_duplicate's, and none for a supersede's (as here).
+    assert isinstance(again.parsed, models.StoreConflict)
     assert again.parsed.status == 409
+    assert isinstance(again.parsed.similar, generated.types.Unset)
 
     chain = history.sync(new.id, client=api)
     assert [f.id for f in chain.facts] == [old.id, new.id]

@@ -97,3 +97,34 @@ def test_policy_added_by_the_cli_applies_to_the_next_request(
     assert client.get(f"/v1/facts/{fid}", headers=auth("carol")).status_code == 200
     add_policy("p, carol, path:/team/*, read, deny")
     assert_problem(client.get(f"/v1/facts/{fid}", headers=auth("carol")), 404)
+
+
+def remove(client: TestClient, auth: Auth, line: str, subject: str = "default"):
+    return client.request("DELETE", "/v1/policies", json={"line": line}, headers=auth(subject))
+
+
+def test_the_last_line_giving_anyone_admin_cannot_be_removed(
+    client: TestClient, auth: Auth
+) -> None:
+    """The owner would lock themself out: the Access page, policies, tokens, export and
+    backup all need the role. Only the local command line on the file gets it back."""
+    refused = assert_problem(remove(client, auth, "g, default, admin"), 409)
+    assert "add another admin first" in refused["detail"]
+    assert client.get("/v1/policies", headers=auth("default")).status_code == 200
+    # With a second admin (here through a role), the first may go...
+    for line in ("g, carol, ops", "g, ops, admin"):
+        assert client.post("/v1/policies", json={"line": line}, headers=auth("default")).is_success
+    assert remove(client, auth, "g, default, admin").status_code == 204
+    # ...and then carol's membership and her role's line are the last ones.
+    assert_problem(remove(client, auth, "g, default, admin"), 403)  # no admin any more
+    assert_problem(remove(client, auth, "g, carol, ops", "carol"), 409)
+    assert_problem(remove(client, auth, "g, ops, admin", "carol"), 409)
+    assert client.get("/v1/policies", headers=auth("carol")).status_code == 200
+
+
+def test_everyone_holding_admin_counts_for_every_subject(client: TestClient, auth: Auth) -> None:
+    me = auth("default")
+    assert client.post("/v1/policies", json={"line": "g, everyone, admin"}, headers=me).is_success
+    assert remove(client, auth, "g, default, admin").status_code == 204
+    assert client.get("/v1/policies", headers=auth("dave")).status_code == 200
+    assert_problem(remove(client, auth, "g, everyone, admin"), 409)

@@ -141,6 +141,14 @@ def _config() -> schemathesis.Config:
     )
 
 
+# The problem extension members an operation declares (StoreConflict): a store refused
+# by on_duplicate "refuse" names the similar facts, and in a batch which item it was.
+PROBLEM_EXTENSIONS = {
+    ("POST", "/v1/facts", 409): {"similar", "index"},
+    ("POST", "/v1/facts/batch", 409): {"similar", "index"},
+}
+
+
 def errors_are_problems(
     _ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
 ) -> None:
@@ -151,8 +159,12 @@ def errors_are_problems(
     content_type = (response.headers.get("content-type") or [""])[0]
     assert content_type.startswith("application/problem+json"), (status, content_type)
     body = response.json()
-    # Nothing but the problem's members: no stack trace, no SQL, no echo of the request.
-    assert set(body) <= {"type", "title", "status", "detail", "errors"}, body
+    # Nothing but the problem's members (and the extensions openapi.json declares for the
+    # operation): no stack trace, no SQL, no echo of the request.
+    extensions = PROBLEM_EXTENSIONS.get((case.method.upper(), case.path, status), set())
+    assert set(body) <= {"type", "title", "status", "detail", "errors", *extensions}, body
+    for near in body.get("similar") or ():
+        assert set(near) == {"id", "path", "cosine"}, body
     assert body["status"] == status, body
     assert body["title"] and body["detail"], body
     if status == 401:

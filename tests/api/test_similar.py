@@ -41,11 +41,21 @@ def test_a_store_names_the_similar_fact_and_refuse_writes_nothing(
     body = {"path": "/ops", "content": AGAIN, "on_duplicate": "refuse"}
     problem = assert_problem(post(client, auth, "default", "/v1/facts", body), 409)
     assert f"fact {first.json()['id']} at /ops" in problem["detail"]
+    # Machine-readable as in a 201: an agent supersedes without parsing the prose.
+    named = {first.json()["id"], again.json()["id"]}
+    assert {s["id"] for s in problem["similar"]} == named
+    assert all(
+        set(s) == {"id", "path", "cosine"} and s["path"] == "/ops" for s in problem["similar"]
+    )
+    assert problem["similar"][0]["id"] == first.json()["id"]  # the one the detail names
+    assert "index" not in problem
     batch = {
         "facts": [{"path": "/n", "content": "a new thing"}, {"path": "/ops", "content": AGAIN}]
     }
     refused = post(client, auth, "default", "/v1/facts/batch", {**batch, "on_duplicate": "refuse"})
-    assert "fact 1 of the batch" in assert_problem(refused, 409)["detail"]
+    problem = assert_problem(refused, 409)
+    assert "fact 1 of the batch" in problem["detail"]
+    assert problem["index"] == 1 and {s["id"] for s in problem["similar"]} == named
     assert fact_count() == before
     stored = post(client, auth, "default", "/v1/facts/batch", batch)
     assert stored.status_code == 201, stored.text

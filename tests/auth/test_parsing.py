@@ -84,6 +84,10 @@ def test_parse_duration(text, expected):
         ("522w", "at most"),
         ("999999999w", "at most"),
         ("9" * 5000 + "s", "unit"),
+        # Digits of other scripts: int() reads them, a person or a log reader may not.
+        ("\u0663\u0660d", "unit"),  # Arabic-Indic 30
+        ("\uff13\uff10d", "unit"),  # fullwidth 30
+        ("1\u0968h", "unit"),  # Devanagari 2
     ],
 )
 def test_parse_duration_refusals(text, problem):

@@ -57,6 +57,16 @@ def test_read_commands_answer_as_of_a_moment(tmp_path: Path) -> None:
     assert gone.returncode == 1
     bad = run(tmp_path, "memory", "search", "gate", "--as-of", "yesterday")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "as_of" in bad.stderr
+    # A moment whose UTC no date can hold: one line too, never a traceback.
+    for command in (
+        ("memory", "search", "gate", "--mode", "keyword"),
+        ("memory", "get", str(old["id"])),
+        ("memory", "history", str(old["id"])),
+        ("memory", "show", "/c"),
+    ):
+        far = run(tmp_path, *command, "--as-of", "0001-01-01T00:00:00+14:00")
+        assert far.returncode == 1, command
+        assert far.stderr.startswith("error: as_of") and far.stderr.count("\n") == 1, far.stderr
 
 
 def test_store_says_whether_similar_facts_were_looked_for(tmp_path: Path) -> None:

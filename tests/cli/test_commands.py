@@ -102,6 +102,26 @@ def test_policy_add_list_remove(home: Path) -> None:
     assert run(home, "policy", "remove", "p, alice, path:/work/acme/*, read, allow").returncode == 1
 
 
+def test_the_command_line_on_the_file_is_the_way_back_for_a_locked_out_owner(
+    home: Path,
+) -> None:
+    # The last admin line is refused here too, with what to do instead.
+    refused = run(home, "policy", "remove", "g, default, admin")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "add another admin first" in refused.stderr
+    # With another admin, default's own line may go: default is no admin any more...
+    assert run(home, "policy", "add", "g, alice, admin").returncode == 0
+    assert run(home, "policy", "remove", "g, default, admin").returncode == 0
+    # ...and whoever can write the database file still manages its policies.
+    listed = run(home, "policy", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert "g, alice, admin" in [p["line"] for p in json.loads(listed.stdout)["policies"]]
+    back = run(home, "policy", "add", "g, default, admin")
+    assert back.returncode == 0, back.stderr
+    assert run(home, "policy", "remove", "g, alice, admin").returncode == 0
+    assert run(home, "policy", "remove", "g, default, admin").returncode == 1
+
+
 def test_model_use_switches_to_the_offline_model(home: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -86,6 +87,8 @@ def test_serve_runs_the_app_with_settings_and_options(
     assert seen["host"] == "127.0.0.1"
     assert seen["proxy_headers"] is True
     assert seen["status"] == 200
+    # Headers and body are read under deadlines (tests/api/test_slow_clients.py).
+    assert issubclass(seen["http"], asyncio.Protocol) and seen["http"].__name__ == "TimedProtocol"
 
 
 def test_token_issue_refuses_a_role_name(settings: Settings) -> None:

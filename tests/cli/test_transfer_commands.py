@@ -42,15 +42,25 @@ def test_backup_export_import_round_trip(tmp_path: Path) -> None:
     assert dump.read_text() == exported.stdout
     assert stat.S_IMODE(dump.stat().st_mode) == 0o600
 
-    restored = run(target, "memory", "import", str(dump), "--json")
+    restored = run(target, "memory", "import", str(dump), "--with-policies", "--json")
     assert restored.returncode == 0, restored.stderr
-    assert json.loads(restored.stdout)["mode"] == "restore"
+    report = json.loads(restored.stdout)
+    assert report["mode"] == "restore" and report["path_tags_added"] == ["/projects team=core"]
+    assert "p, alice, path:/projects/*, read, allow" in report["policies_added"]
     assert run(target, "memory", "export").stdout == exported.stdout
     second = run(target, "memory", "import", str(dump))
     assert second.returncode == 0 and second.stdout.startswith("merge: 0 facts added, 9 already")
 
 
-def test_a_bad_line_stops_the_import_and_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ({"path": "/ok/then bad"}, "segment 'then bad'"),
+        # The third attack: a time that made every later listing a 500, for every reader.
+        ({"created_at": 1e308}, "created_at 1e+308 is not a time between 1970"),
+    ],
+)
+def test_a_bad_line_stops_the_import_and_is_named(tmp_path: Path, bad: dict, said: str) -> None:
     home = tmp_path / "home"
     dump = tmp_path / "dump.jsonl"
     assert run(home, "memory", "export", str(dump)).returncode == 0
@@ -58,14 +68,39 @@ def test_a_bad_line_stops_the_import_and_is_named(tmp_path: Path) -> None:
     last = max(i for i, line in enumerate(lines) if '"type":"fact"' in line)
     fact = json.loads(lines[last])
     good = fact | {"id": 100, "content": "a fine fact first"}
-    bad = fact | {"id": 101, "path": "/ok/then bad"}
     end = json.loads(lines[-1]) | {"facts": json.loads(lines[-1])["facts"] + 2}
-    lines[last + 1 : last + 1] = [json.dumps(good), json.dumps(bad)]
+    lines[last + 1 : last + 1] = [json.dumps(good), json.dumps(fact | {"id": 101} | bad)]
     lines[-1] = json.dumps(end)
     broken = tmp_path / "broken.jsonl"
     broken.write_text("\n".join(lines) + "\n")
     before = run(home, "memory", "export").stdout
     result = run(home, "memory", "import", str(broken))
     assert result.returncode == 1 and result.stderr.count("\n") == 1
-    assert result.stderr.startswith(f"error: line {last + 3}: segment 'then bad'")
+    assert result.stderr.startswith(f"error: line {last + 3}: {said}")
     assert run(home, "memory", "export").stdout == before
+    assert run(home, "memory", "show", "/").returncode == 0
+
+
+def test_a_files_policies_are_applied_only_with_policies_and_each_is_named(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    assert run(home, "memory", "store", "/alice/secrets", "the vault code is 0000").returncode == 0
+    records = [
+        {"type": "embornal-export", "version": 1, "embedding_width": 16},
+        {"type": "path", "path": "/alice/secrets", "tags": {"visibility": "public"}},
+        {"type": "policy", "line": "g, bob, admin"},
+        {"type": "end", "paths": 1, "facts": 0, "policies": 1},
+    ]
+    file = tmp_path / "gift.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    plain = run(home, "memory", "import", str(file))
+    assert plain.returncode == 0, plain.stderr
+    assert "not applied: 1 policy lines and 1 path tags" in plain.stdout
+    assert "--with-policies" in plain.stdout
+    assert "g, bob, admin" not in run(home, "policy", "list").stdout
+    applied = run(home, "memory", "import", str(file), "--with-policies")
+    assert applied.returncode == 0, applied.stderr
+    assert "policy added: g, bob, admin" in applied.stdout
+    assert "path tag added: /alice/secrets visibility=public" in applied.stdout
+    assert "g, bob, admin" in run(home, "policy", "list").stdout

@@ -50,8 +50,19 @@ async def test_a_batch_store_is_all_or_nothing_and_names_similar_facts(
         assert "Bad Path" in text or "bad path" in text
         assert fact_count() == before
         dup = [{"path": "/new", "content": "plants need water"}, {"path": "/ops", "content": AGAIN}]
-        text = await refused(client, "store_facts", facts=dup, on_duplicate="refuse")
-        assert f"fact {first['id']} at /ops" in text and "supersedes_id" in text
+        result = await client.call_tool("store_facts", {"facts": dup, "on_duplicate": "refuse"})
+        assert result.is_error
+        (content,) = result.content
+        assert f"fact {first['id']} at /ops" in content.text and "supersedes_id" in content.text
+        # The REST problem, `similar` and all, for a client that reads structured content.
+        problem = result.structured_content
+        assert problem is not None and problem["status"] == 409
+        assert problem["detail"] == content.text and problem["index"] == 1
+        assert [(x["id"], x["path"]) for x in problem["similar"]] == [(first["id"], "/ops")]
+        rest = await mcp.rest(
+            "default", "POST", "/v1/facts/batch", json={"facts": dup, "on_duplicate": "refuse"}
+        )
+        assert rest.json() == problem
         assert fact_count() == before
         stored = await ok(client, "store_facts", facts=dup)
         assert [f["content"] for f in stored["facts"]] == [dup[0]["content"], AGAIN]
@@ -100,6 +111,15 @@ async def test_reading_tools_answer_as_of_a_moment(mcp: Mcp, clock: FakeClock) -
         assert "not found" in text
         text = await refused(client, "list_facts", as_of="2026-12-01T09:30:00")
         assert "as_of" in text and "timezone" in text
+        for moment in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+            for tool, args in (
+                ("search_facts", {"query": "password", "mode": "keyword"}),
+                ("list_facts", {}),
+                ("get_fact", {"fact_id": old["id"]}),
+                ("fact_history", {"fact_id": old["id"]}),
+            ):
+                text = await refused(client, tool, as_of=moment, **args)
+                assert text.startswith("as_of") and "outside" in text, (tool, text)
         now = await ok(client, "search_facts", query="password", mode="keyword", peek=True)
         assert [r["fact"]["id"] for r in now["results"]] == [new["id"]]
 
@@ -171,3 +191,16 @@ async def test_a_supersede_over_mcp_keeps_the_old_facts_tags(mcp: Mcp) -> None:
             client, "store_fact", path="/cards", content="v3", supersedes_id=new["id"], tags={}
         )
         assert bare["tags"] == {"owner": "default"}
+
+
+async def test_the_last_admin_line_cannot_be_removed_over_mcp(mcp: Mcp) -> None:
+    async with mcp.connect("default") as client:
+        text = await refused(client, "remove_policy", line="g, default, admin")
+        rest = await mcp.rest(
+            "default", "DELETE", "/v1/policies", json={"line": "g, default, admin"}
+        )
+        assert rest.status_code == 409
+        assert text == rest.json()["detail"] and "add another admin first" in text
+        assert "g, default, admin" in {
+            p["line"] for p in (await ok(client, "list_policies"))["policies"]
+        }

@@ -150,7 +150,7 @@ def moved(
     clock = FakeClock()
     source, target = Memory(source_rt, clock=clock), Memory(target_rt, clock=clock)
     fill(source, clock)
-    report = target.import_lines("default", export(source))
+    report = target.import_lines("default", export(source), with_policies=True)
     assert report.mode == "restore"
     yield source, target
     source_rt.close()

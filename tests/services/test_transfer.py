@@ -6,6 +6,7 @@ import base64
 import io
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import replace
@@ -16,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db.dialects import backend
-from app.db.tables import facts, facts_vec
+from app.db.tables import casbin_rule, facts, facts_vec, path_tags
 from app.errors import Conflict, Forbidden, InvalidInput, Unavailable
 from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
@@ -25,7 +26,7 @@ from app.services import policies as policy_service
 from app.services import transfer
 from app.services.facts import NewFact
 from app.usecases.memory import Memory
-from tests.conftest import TEST_WIDTH, FakeClock
+from tests.conftest import DAY, TEST_WIDTH, FakeClock
 
 
 def vector(seed: int) -> bytes:
@@ -41,10 +42,19 @@ def export_lines(rt: Runtime, *, with_embeddings: bool = True) -> list[str]:
     return out.getvalue().splitlines()
 
 
-def import_lines(rt: Runtime, lines: list[str]) -> transfer.ImportReport:
-    data = transfer.read_export(lines, rt.settings.limits)
-    with Memory(rt).transaction(write=True) as (conn, ctx):
-        return transfer.import_memory(conn, ctx, data)
+# The importer's clock: the file's times (FakeClock's, in 2027) are its past.
+NOW = FakeClock().now + 30 * DAY
+
+
+def read(lines: list[str]) -> transfer.ExportFile:
+    return transfer.read_export(lines, now=NOW)
+
+
+def import_lines(
+    rt: Runtime, lines: list[str], *, with_policies: bool = True
+) -> transfer.ImportReport:
+    """Through the use case, as `embornal memory import [--with-policies]` runs it."""
+    return Memory(rt, clock=lambda: NOW).import_lines("default", lines, with_policies=with_policies)
 
 
 def count_facts(rt: Runtime) -> int:
@@ -152,7 +162,7 @@ def test_without_embeddings_the_facts_wait_for_reindex(rich: Runtime, other: Run
 def test_vectors_of_another_width_are_left_for_reindex(rich: Runtime, other: Runtime) -> None:
     records = [json.loads(line) for line in export_lines(rich)]
     records[0]["embedding_width"] = 16  # as if exported from a memory with another model
-    narrow = base64.b64encode(np.zeros(16, dtype="<f4").tobytes()).decode()
+    narrow = base64.b64encode(np.ones(16, dtype="<f4").tobytes()).decode()
     for record in records:
         if "embedding" in record:
             record["embedding"] = narrow
@@ -170,7 +180,7 @@ def test_importing_twice_changes_nothing_the_second_time(rich: Runtime, other: R
     import_lines(other, lines)
     again = import_lines(other, lines)
     assert again.mode == "merge"
-    assert again.facts_added == again.policies_added == again.path_tags_added == 0
+    assert again.facts_added == 0 and again.policies_added == again.path_tags_added == []
     assert again.paths_added == 0
     assert again.facts_skipped == sum(1 for line in lines if '"type":"fact"' in line)
     assert export_lines(other) == lines
@@ -263,7 +273,7 @@ def test_a_bad_fact_line_is_named_and_nothing_is_written(
     bad = json.loads(lines[number]) | change
     lines[number] = json.dumps(bad)
     with pytest.raises(InvalidInput) as caught:
-        transfer.read_export(lines)
+        read(lines)
     assert caught.value.detail.startswith(f"line {number + 1}: ")
     assert named in caught.value.detail
     assert count_facts(other) == 7  # untouched
@@ -286,7 +296,7 @@ def test_a_bad_fact_line_is_named_and_nothing_is_written(
 )
 def test_a_malformed_file_is_refused(rich: Runtime, edit, named: str) -> None:
     with pytest.raises(InvalidInput, match=named):
-        transfer.read_export(edit(export_lines(rich)))
+        read(edit(export_lines(rich)))
 
 
 def test_a_restore_that_would_drop_the_admin_role_is_refused(rich: Runtime, other: Runtime) -> None:
@@ -305,7 +315,7 @@ def test_only_an_admin_moves_the_whole_memory(rich: Runtime, actor) -> None:
         with pytest.raises(Forbidden):
             transfer.export_memory(conn, ctx)
         with pytest.raises(Forbidden):
-            transfer.import_memory(conn, ctx, transfer.read_export(lines))
+            transfer.import_memory(conn, ctx, read(lines))
 
 
 def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: Runtime) -> None:
@@ -316,7 +326,9 @@ def test_export_and_import_report_their_progress_in_facts(rich: Runtime, other: 
     assert exported[0] == (0, facts_in_file) and exported[-1] == (facts_in_file, facts_in_file)
     imported: list[tuple[int, int]] = []
     lines = out.getvalue().splitlines()
-    Memory(other).import_lines("default", lines, on_progress=lambda *p: imported.append(p))
+    Memory(other, clock=lambda: NOW).import_lines(
+        "default", lines, on_progress=lambda *p: imported.append(p)
+    )
     assert imported[0] == (0, facts_in_file) and imported[-1] == (facts_in_file, facts_in_file)
 
 
@@ -374,3 +386,170 @@ def test_backup_of_postgres_without_pg_dump_says_how(
     with pytest.raises(Unavailable, match="pg_dump --format=custom"):
         Memory(rt).backup(out / "memory.dump")
     assert list(out.iterdir()) == []  # no temporary file left behind
+
+
+# --- a file someone else made ------------------------------------------------
+
+
+def vector_text(values: np.ndarray) -> str:
+    return base64.b64encode(values.astype("<f4").tobytes()).decode()
+
+
+def everything(rt: Runtime) -> tuple[int, list[tuple], list[tuple]]:
+    """Facts, policy lines and path tags: to prove a refused import wrote nothing."""
+    with rt.engine.connect() as conn:
+        return (
+            conn.execute(select(func.count()).select_from(facts)).scalar_one(),
+            sorted(
+                tuple(r)
+                for r in conn.execute(
+                    select(
+                        casbin_rule.c.ptype, casbin_rule.c.v0, casbin_rule.c.v1, casbin_rule.c.v2
+                    )
+                )
+            ),
+            sorted(
+                tuple(r)
+                for r in conn.execute(
+                    select(path_tags.c.path_id, path_tags.c.key, path_tags.c.value)
+                )
+            ),
+        )
+
+
+# What the third attack's files held (times that broke every listing afterwards for
+# every reader, vectors of NaN, a role as an owner) and the other ways a line can
+# hold what no API call would write.
+POISONED_FACTS = [
+    ({"created_at": 1e308}, "created_at 1e+308 is not a time between 1970 and a day from now"),
+    ({"created_at": -1e12}, "created_at -1000000000000.0 is not a time between 1970"),
+    ({"created_at": NOW + 2 * DAY}, "is not a time between 1970 and a day from now"),
+    ({"last_recall_at": 1e308}, "last_recall_at 1e+308 is not a time"),
+    ({"deleted_at": -1.0}, "deleted_at -1.0 is not a time"),
+    ({"deleted_at": 1_800_000_000.0 - DAY}, "is before created_at"),
+    ({"stability_days": 1e-300}, "stability_days"),
+    ({"stability_days": 1e308}, "stability_days"),
+    ({"recall_count": 2**64}, "recall_count"),
+    ({"id": 2**63}, "id"),
+    ({"embedding": vector_text(np.full(TEST_WIDTH, np.nan))}, "not a finite number"),
+    ({"embedding": vector_text(np.full(TEST_WIDTH, np.inf))}, "not a finite number"),
+    ({"embedding": vector_text(np.zeros(TEST_WIDTH))}, "all zeros"),
+    ({"owner": "admin", "tags": {"owner": "admin"}}, "owner 'admin' is a role's name"),
+    ({"owner": "everyone", "tags": {"owner": "everyone"}}, "owner 'everyone' is a role's name"),
+]
+
+
+@pytest.mark.parametrize(("change", "named"), POISONED_FACTS)
+def test_a_fact_line_the_api_would_never_write_refuses_the_file(
+    rich: Runtime, other: Runtime, change: dict, named: str
+) -> None:
+    lines = export_lines(rich)
+    number = max(i for i, line in enumerate(lines) if '"embedding"' in line)  # alice's note
+    lines[number] = json.dumps(json.loads(lines[number]) | change)
+    before = everything(other)
+    with pytest.raises(InvalidInput) as caught:
+        import_lines(other, lines)
+    assert caught.value.detail.startswith(f"line {number + 1}: "), caught.value.detail
+    assert named in caught.value.detail
+    assert everything(other) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"tags": {"owner": "mallory"}}, "a path tag may not be 'owner'"),
+        ({"created_at": 1e308}, "created_at 1e+308 is not a time"),
+        ({"created_at": -5.0}, "created_at -5.0 is not a time"),
+    ],
+)
+def test_a_path_line_the_api_would_never_write_refuses_the_file(
+    rich: Runtime, other: Runtime, change: dict, named: str
+) -> None:
+    lines = export_lines(rich)
+    number = next(i for i, line in enumerate(lines) if '"path":"/team"' in line)
+    lines[number] = json.dumps(json.loads(lines[number]) | change)
+    before = everything(other)
+    with pytest.raises(InvalidInput, match=rf"^line {number + 1}: .*{re.escape(named)}"):
+        import_lines(other, lines)
+    assert everything(other) == before
+
+
+def test_no_role_owns_a_fact_whether_the_memory_or_the_file_makes_it(
+    rich: Runtime, other: Runtime
+) -> None:
+    lines = export_lines(rich)
+    first_alice = next(i for i, line in enumerate(lines) if '"owner":"alice"' in line)
+    # The file's own g line makes alice, who owns one of its facts, a role.
+    made_role = [*lines[:-1], json.dumps({"type": "policy", "line": "g, zed, alice"})]
+    end = json.loads(lines[-1])
+    made_role.append(json.dumps(end | {"policies": end["policies"] + 1}))
+    with pytest.raises(InvalidInput, match=rf"^line {first_alice + 1}: owner 'alice' is a role"):
+        import_lines(other, made_role, with_policies=False)  # applied or not, it is the file's
+    # The memory's roles too: here alice is one already.
+    Memory(other).add_policy("default", "g, zed, alice")
+    before = everything(other)
+    with pytest.raises(InvalidInput, match=rf"^line {first_alice + 1}: owner 'alice' is a role"):
+        import_lines(other, lines)
+    assert everything(other) == before
+
+
+def someone_elses_file() -> list[str]:
+    """A small export as an attacker would hand it over: one harmless fact, a path tag
+    that makes alice's secrets public, and a line that makes bob an admin."""
+    records = [
+        {"type": "embornal-export", "version": 1, "embedding_width": TEST_WIDTH},
+        {"type": "path", "path": "/alice/secrets", "tags": {"visibility": "public"}},
+        {"type": "path", "path": "/recipes"},
+        {
+            "type": "fact",
+            "id": 1,
+            "path": "/recipes",
+            "content": "a harmless recipe",
+            "owner": "bob",
+            "created_at": NOW - DAY,
+        },
+        {"type": "policy", "line": "p, everyone, path:/alice/*, read, allow"},
+        {"type": "policy", "line": "g, bob, admin"},
+        {"type": "end", "paths": 2, "facts": 1, "policies": 2},
+    ]
+    return [json.dumps(r) for r in records]
+
+
+def test_a_files_policies_and_path_tags_apply_only_when_asked_and_are_named(
+    rich: Runtime,
+) -> None:
+    lines = someone_elses_file()
+    _facts, policies, tags = everything(rich)
+    report = import_lines(rich, lines, with_policies=False)
+    assert report.mode == "merge" and report.facts_added == 1
+    assert report.policies_added == [] and report.path_tags_added == []
+    assert (report.policies_not_applied, report.path_tags_not_applied) == (2, 1)
+    assert everything(rich)[1:] == (policies, tags)  # who reads what: unchanged
+    with Memory(rich).transaction("bob") as (_conn, ctx):
+        assert not ctx.access.is_admin
+
+    report = import_lines(rich, lines, with_policies=True)
+    assert report.facts_added == 0  # already there
+    assert report.policies_added == ["g, bob, admin", "p, everyone, path:/alice/*, read, allow"]
+    assert report.path_tags_added == ["/alice/secrets visibility=public"]
+    assert (report.policies_not_applied, report.path_tags_not_applied) == (0, 0)
+    with Memory(rich).transaction("bob") as (_conn, ctx):
+        assert ctx.access.is_admin
+
+
+def test_a_restore_without_policies_keeps_the_fresh_memorys_own(
+    rich: Runtime, other: Runtime
+) -> None:
+    lines = export_lines(rich)
+    _facts, fresh_policies, _tags = everything(other)
+    report = import_lines(other, lines, with_policies=False)
+    assert report.mode == "restore" and report.policies_added == []
+    assert report.policies_not_applied == sum('"type":"policy"' in line for line in lines)
+    assert report.path_tags_not_applied == 3  # /team's two, /empty/node's one
+    counts = everything(other)
+    assert counts[0] == sum('"type":"fact"' in line for line in lines)
+    assert counts[1:] == (fresh_policies, [])
+    # The facts kept their ids: the file's, line for line.
+    ids = [json.loads(line)["id"] for line in lines if '"type":"fact"' in line]
+    with other.engine.connect() as conn:
+        assert list(conn.execute(select(facts.c.id).order_by(facts.c.id)).scalars()) == ids

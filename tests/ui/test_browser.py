@@ -15,8 +15,10 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -637,3 +639,62 @@ def test_the_new_pages_fit_a_phone(
         assert me.errors == []
     finally:
         context.close()
+
+
+@pytest.fixture
+def other_port(server: LiveServer) -> Iterator[str]:
+    """A page served on another port of the same host, as anyone on the machine (or a
+    dev server, or a compromised app) can serve: it plants the sign-in form's cookie
+    (cookies ignore ports, so the console receives it) and posts the form with its own
+    token for that value, by itself, the moment it loads."""
+    token = server.alice_token  # type: ignore[attr-defined]
+    page = f"""<!doctype html><title>cats</title>
+<form method="post" action="{server.base_url}/ui/login">
+<input type="hidden" name="csrf" value="planted">
+<input type="hidden" name="token" value="{token}">
+</form><script>document.forms[0].submit()</script>""".encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header(
+                "Set-Cookie", "embornal_login=planted; Path=/ui/login; SameSite=Strict"
+            )
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_page_on_another_port_cannot_sign_the_console_in_as_someone_else(
+    person: Callable[[], Person], server: LiveServer, other_port: str
+) -> None:
+    victim = person()
+    victim.sign_in(server.token)
+    posts: list[int] = []
+    victim.page.on(
+        "response",
+        lambda r: (
+            posts.append(r.status)
+            if r.request.method == "POST" and r.url.endswith("/ui/login")
+            else None
+        ),
+    )
+    with victim.page.expect_navigation(url=re.compile(re.escape(server.base_url) + "/ui.*")):
+        victim.page.goto(other_port)
+    assert posts == [403]
+    assert "another origin" in victim.page.content()
+    victim.go("/ui")
+    assert victim.page.locator(".subject").inner_text() == "default"  # still the victim's own

@@ -142,6 +142,67 @@ def test_sign_in_without_its_csrf_token_is_refused(
     assert person.get("/ui").status_code == 303
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # A page on another port of the same host: same site, so cookies (which ignore
+        # ports) and SameSite=Strict let its forged form through; its origin does not.
+        {"Origin": "http://testserver:8421", "Sec-Fetch-Site": "same-site"},
+        {"Sec-Fetch-Site": "same-site"},
+        {"Origin": "http://testserver:8421"},
+        {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null"},
+    ],
+)
+def test_a_sign_in_posted_from_another_origin_is_refused(
+    browser: Callable[..., Browser], token: Callable[..., str], headers: dict[str, str]
+) -> None:
+    """A forced sign-in: another origin plants its own login cookie and posts its own
+    token, and the victim's console would silently be the attacker's."""
+    person = browser()
+    person.get("/ui/login")
+    form = {"token": token("alice"), "csrf": person.csrf}
+    forced = person.client.post("/ui/login", data=form, headers=headers, follow_redirects=False)
+    assert forced.status_code == 403 and "origin" in forced.text
+    assert SESSION_COOKIE not in forced.headers.get("set-cookie", "")
+    assert person.get("/ui").status_code == 303
+    # The console's own page posts from its own origin, as a browser says it.
+    own = {"Origin": "http://testserver", "Sec-Fetch-Site": "same-origin"}
+    done = person.client.post("/ui/login", data=form, headers=own, follow_redirects=False)
+    assert done.status_code == 303 and person.get("/ui").status_code == 200
+
+
+def test_every_console_post_from_another_origin_is_refused(
+    browser: Callable[..., Browser], rt: Runtime
+) -> None:
+    person = browser("default")
+    person.get("/ui/policies")
+    before = count(rt, casbin_rule)
+    line = {"line": "p, mallory, path:/*, read, allow", "csrf": person.csrf}
+    forged = person.client.post(
+        "/ui/policies/add",
+        data=line,
+        headers={"Origin": "http://testserver:8421", "Sec-Fetch-Site": "same-site"},
+        follow_redirects=False,
+    )
+    assert forged.status_code == 403 and count(rt, casbin_rule) == before
+
+
+def test_signing_in_as_someone_else_ends_the_first_session(
+    browser: Callable[..., Browser], token: Callable[..., str]
+) -> None:
+    person = browser("default")
+    first = person.client.cookies.get(SESSION_COOKIE)
+    person.get("/ui/login")
+    assert person.post("/ui/login", {"token": token("alice")}).status_code == 303
+    assert person.client.cookies.get(SESSION_COOKIE) != first
+    assert 'title="signed in as">alice<' in person.get("/ui").text
+    # The first session, replayed, opens nothing any more.
+    replay = browser()
+    replay.client.cookies.set(SESSION_COOKIE, first, path="/ui")
+    assert replay.get("/ui").status_code == 303
+
+
 def test_logout_ends_the_session(browser: Callable[..., Browser]) -> None:
     person = browser("default")
     kept = person.client.cookies.get(SESSION_COOKIE)
@@ -611,6 +672,28 @@ def test_backup_downloads_a_consistent_copy_for_admin_only(
     assert refused.status_code == 403 and "admin" in refused.text
 
 
+@pytest.mark.parametrize("name", ["al%00ice", "al%1Bice", "ali%E2%80%8Bce", "a%20b"])
+def test_see_as_refuses_a_name_no_subject_can_have(
+    browser: Callable[..., Browser], name: str
+) -> None:
+    page = browser("default").get(f"/ui/policies?see_subject={name}&see_path=/")
+    assert page.status_code == 200
+    assert "subject contains" in page.text and 'data-right="read"' not in page.text
+
+
+def test_the_slash_redirect_never_names_the_host_it_was_asked_for(
+    app: FastAPI,
+) -> None:
+    with TestClient(app) as client:
+        for url, where in (("/ui/", "/ui"), ("/ui/?q=1", "/ui?q=1"), ("/ui/search/", "/ui/search")):
+            moved = client.get(url, headers={"Host": "evil.example"}, follow_redirects=False)
+            assert moved.status_code in (307, 308), (url, moved.status_code)
+            assert moved.headers["location"] == where
+        # A path that would read as another host once relative is no redirect at all.
+        far = client.get("//evil.example/", follow_redirects=False)
+        assert "evil.example" not in far.headers.get("location", "")
+
+
 def test_see_as_a_role_name_says_why_it_is_refused(browser: Callable[..., Browser]) -> None:
     page = browser("default").get("/ui/policies?see_subject=admin&see_path=/")
     assert page.status_code == 200
@@ -649,3 +732,15 @@ def test_a_refused_change_shows_the_apis_own_problem(
     assert console.status_code == deleted["status"] == 403
     assert html_escape(deleted["detail"]) in console.text
     assert count(rt, facts) == before
+
+
+def test_the_last_admin_line_cannot_be_removed_from_the_access_page(
+    browser: Callable[..., Browser],
+) -> None:
+    person = browser("default")
+    person.get("/ui/policies")
+    refused = person.post("/ui/policies/remove", {"line": "g, default, admin"})
+    assert refused.status_code == 409
+    assert "add another admin first" in refused.text
+    page = person.get("/ui/policies")
+    assert page.status_code == 200 and "g, default, admin" in page.text

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import AsOfQuery, TagQuery, UnderQuery
 from app.api.problems import located
-from app.api.responses import AUTHED, WITH_BODY, problems
+from app.api.responses import AUTHED, WITH_BODY, problems, refused_duplicate
 from app.rules import MAX_ID, MAX_LIMIT, ListSort
 from app.schemas import facts as schema
 from app.usecases.memory import Fact, FactPage, NewFact, StoredFact, moment_of
@@ -33,7 +33,7 @@ def _new(item: schema.FactIn) -> NewFact:
     status_code=status.HTTP_201_CREATED,
     response_model=schema.StoredFact,
     operation_id="store_fact",
-    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
+    responses={**problems(*AUTHED, *WITH_BODY, 403, 404), **refused_duplicate()},
 )
 def store_fact(body: schema.StoreIn, memory: MemoryDep, subject: SubjectDep) -> StoredFact:
     """Store one fact (superseding another with `supersedes_id`)."""
@@ -46,7 +46,7 @@ def store_fact(body: schema.StoreIn, memory: MemoryDep, subject: SubjectDep) -> 
     status_code=status.HTTP_201_CREATED,
     response_model=schema.StoredFacts,
     operation_id="store_facts_batch",
-    responses=problems(*AUTHED, *WITH_BODY, 403, 404, 409),
+    responses={**problems(*AUTHED, *WITH_BODY, 403, 404), **refused_duplicate()},
 )
 def store_facts_batch(
     body: schema.BatchIn, memory: MemoryDep, subject: SubjectDep

@@ -37,8 +37,8 @@ def readyz(memory: MemoryDep) -> Any:
     """Report whether the database, its migrations, the model and the index are ready (no auth).
 
     Without a model the service is still ready: keyword search and stores work,
-    and facts wait for `embornal memory reindex` (`pending_embeddings` counts them;
-    with a model the server embeds them itself).
+    and facts wait for `embornal memory reindex` (with a model the server embeds them
+    itself). No count is given here: `/metrics` has them, for its role.
     """
     readiness = memory.readiness()
     body = {"status": "ready" if readiness.ok else "unready", **asdict(readiness)}
@@ -57,11 +57,13 @@ def readyz(memory: MemoryDep) -> Any:
     },
 )
 def metrics(request: Request, memory: MemoryDep, subject: SubjectDep) -> Response:
-    """Expose Prometheus metrics (role admin).
+    """Expose Prometheus metrics (role metrics or admin).
 
     The memory gauges count every fact, whoever may read it: to any other subject
-    they would tell how much it cannot see, and how fast that grows.
+    they would tell how much it cannot see, and how fast that grows. Give a scraper
+    the role `metrics` (`g, prometheus, metrics`), which grants nothing else: an
+    admin's token can download every fact through export and backup.
     """
-    memory.require_admin(subject, "metrics need the admin role")
+    memory.require_metrics(subject)
     registry: CollectorRegistry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

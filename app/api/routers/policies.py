@@ -43,9 +43,15 @@ def add_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> dict[s
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
     operation_id="remove_policy",
-    responses=problems(*AUTHED, *WITH_BODY, 403, 404),
+    responses={
+        **problems(*AUTHED, *WITH_BODY, 403, 404),
+        409: {
+            **problems(409)[409],
+            "description": "The last line that gives anyone the admin role: add another first",
+        },
+    },
 )
 def remove_policy(body: PolicyIn, memory: MemoryDep, subject: SubjectDep) -> None:
-    """Remove a policy line."""
+    """Remove a policy line (never the last one that gives anyone the admin role)."""
     with located("body", "line"):
         memory.remove_policy(subject, body.line)

@@ -17,8 +17,14 @@ recognise a fact it already holds). The end line makes a file that was cut short
 fail instead of importing half a memory.
 
 The models are the format: the export dumps them, the import validates each line
-with them (strict types, no unknown field, the same path, tag, content and subject
-rules as a store), and a bad line is named by its number.
+with them, and a bad line is named by its number. A file is data someone else may
+have made, so every line meets the checks the API gives the same thing (strict types,
+no unknown field; the path, tag, content and subject rules of a store; no `owner`
+path tag; no role's name as a fact's owner) and the ones its own writes guarantee:
+times finite, from 1970 to a day past the importer's clock, a deletion no earlier
+than the creation; a stability of at least a new fact's; vectors of finite numbers
+with a direction. One bad line refuses the file (app.services.transfer.importer
+writes nothing before every line passed).
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -42,15 +50,23 @@ from pydantic import (
     model_validator,
 )
 
-from app.acl.model import PolicyLine, parse_policy_line
+from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.auth.subjects import validate_subject
 from app.errors import InvalidInput
-from app.rules import OWNER_KEY
-from app.services.validation import check_content, check_tag, fold_path
+from app.rules import MAX_ID, OWNER_KEY
+from app.services.strength import NEW_FACT_STABILITY_DAYS
+from app.services.validation import check_content, check_path_tags, check_tag, fold_path
 from app.settings import LimitsSettings
 
 EXPORT_TYPE = "embornal-export"
 FORMAT_VERSION = 1
+# A stored time may lie this far past the importer's clock (clocks of two machines
+# disagree); further, and every strength and listing of the fact would be nonsense.
+CLOCK_SKEW_SECONDS = 86_400.0
+# Recalls multiply a stability by at most 3.75: far above what centuries of recalls
+# reach, far below where its arithmetic (in SQL too) would overflow.
+MAX_STABILITY_DAYS = 1_000_000.0
+MAX_WIDTH = 8192  # embedding.width's own bound
 
 
 class _Record(BaseModel):
@@ -62,6 +78,19 @@ class _Record(BaseModel):
     def line(self) -> int:
         """The line of the file this record was read from (0 when made by the export)."""
         return self._line
+
+
+def _moment(value: float | None, info: ValidationInfo) -> float | None:
+    """A stored time (UNIX seconds): from 1970 to a day past the importer's clock."""
+    if value is None:
+        return None
+    now = (info.context or {}).get("now")
+    latest = (now if now is not None else math.inf) + CLOCK_SKEW_SECONDS
+    if not 0.0 <= value <= latest:
+        raise InvalidInput(
+            f"{info.field_name} {value!r} is not a time between 1970 and a day from now"
+        )
+    return value
 
 
 def _check_tags(value: dict[str, str]) -> dict[str, str]:
@@ -77,7 +106,7 @@ def _check_tags(value: dict[str, str]) -> dict[str, str]:
 class Header(_Record):
     type: Literal["embornal-export"]
     version: int
-    embedding_width: int = Field(ge=1)
+    embedding_width: int = Field(ge=1, le=MAX_WIDTH)
 
     @field_validator("version")
     @classmethod
@@ -103,24 +132,40 @@ class PathRecord(_Record):
     @field_validator("tags")
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        return _check_tags(tags)
+        # As PUT /v1/paths/.../tags checks them: an `owner` there is refused.
+        checked = check_path_tags(tags)
+        if len(checked) != len(tags):
+            raise InvalidInput("a tag is given twice")
+        return checked
+
+    @field_validator("created_at")
+    @classmethod
+    def _created(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return _moment(value, info)
 
 
 class FactRecord(_Record):
     type: Literal["fact"] = "fact"
-    id: int = Field(ge=1)
+    id: int = Field(ge=1, le=MAX_ID)
     path: str
     content: str
     owner: str
     tags: dict[str, str] = Field(default_factory=dict)
-    supersedes_id: int | None = Field(default=None, ge=1)
+    supersedes_id: int | None = Field(default=None, ge=1, le=MAX_ID)
     deleted_at: float | None = None
     created_at: float
     last_recall_at: float | None = None
-    recall_count: int = Field(default=0, ge=0)
-    stability_days: float = Field(default=1.0, gt=0)
+    recall_count: int = Field(default=0, ge=0, le=MAX_ID)
+    stability_days: float = Field(
+        default=NEW_FACT_STABILITY_DAYS, ge=NEW_FACT_STABILITY_DAYS, le=MAX_STABILITY_DAYS
+    )
     # Raw float32 little-endian; base64 text in the file (--with-embeddings).
     embedding: bytes | None = None
+
+    @field_validator("created_at", "deleted_at", "last_recall_at")
+    @classmethod
+    def _times(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return _moment(value, info)
 
     @field_validator("path")
     @classmethod
@@ -134,11 +179,13 @@ class FactRecord(_Record):
 
     @field_validator("owner")
     @classmethod
-    def _owner(cls, owner: str) -> str:
+    def _owner(cls, owner: str, info: ValidationInfo) -> str:
         try:
-            return validate_subject(owner)
+            validate_subject(owner)
         except InvalidInput as exc:
             raise InvalidInput(f"owner {owner!r}: {exc.detail.removeprefix('subject ')}") from None
+        refuse_role_owner(owner, (info.context or {}).get("roles", ()))
+        return owner
 
     @field_validator("content")
     @classmethod
@@ -161,6 +208,13 @@ class FactRecord(_Record):
             raise InvalidInput(
                 f"embedding holds {len(blob) // 4} float32 values; the header says {width}"
             )
+        if len(blob) % 4:
+            raise InvalidInput("embedding is not a whole number of float32 values")
+        vector = np.frombuffer(blob, dtype="<f4")
+        if not np.isfinite(vector).all():
+            raise InvalidInput("embedding holds a value that is not a finite number (NaN, inf)")
+        if not vector.any():
+            raise InvalidInput("embedding is all zeros: a vector with no direction")
         return blob
 
     @field_serializer("embedding")
@@ -169,6 +223,10 @@ class FactRecord(_Record):
 
     @model_validator(mode="after")
     def _owner_tag(self, info: ValidationInfo) -> FactRecord:
+        if self.deleted_at is not None and self.deleted_at < self.created_at:
+            raise InvalidInput(
+                f"deleted_at {self.deleted_at!r} is before created_at {self.created_at!r}"
+            )
         # The owner tag mirrors the owner column: the memory writes it, a file cannot differ.
         if self.tags.setdefault(OWNER_KEY, self.owner) != self.owner:
             raise InvalidInput(f"the owner tag {self.tags[OWNER_KEY]!r} is not the owner")
@@ -208,6 +266,12 @@ _BODY: dict[str, type[_Record]] = {
     "policy": PolicyRecord,
     "end": EndRecord,
 }
+
+
+def refuse_role_owner(owner: str, roles: Iterable[str]) -> None:
+    """A role's name is no subject (SPEC: separate namespaces): it owns no fact."""
+    if owner in (EVERYONE, ADMIN) or owner in roles:
+        raise InvalidInput(f"owner {owner!r} is a role's name: a fact is owned by a subject")
 
 
 def _limits(info: ValidationInfo) -> LimitsSettings:
@@ -274,9 +338,24 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{name}: {error['msg']}"
 
 
-def read_export(lines: Iterable[str], limits: LimitsSettings | None = None) -> ExportFile:
-    """Parse and check a whole export; raise InvalidInput naming the first bad line."""
-    context: dict[str, Any] = {"limits": limits or LimitsSettings()}
+def read_export(
+    lines: Iterable[str],
+    limits: LimitsSettings | None = None,
+    *,
+    now: float,
+    roles: Iterable[str] = (),
+) -> ExportFile:
+    """Parse and check a whole export; raise InvalidInput naming the first bad line.
+
+    `now` is the importer's clock (no stored time may lie more than a day past it);
+    `roles` the memory's role names (no fact may be owned by one, nor by a role the
+    file's own g lines make).
+    """
+    context: dict[str, Any] = {
+        "limits": limits or LimitsSettings(),
+        "now": now,
+        "roles": frozenset(roles),
+    }
     data: ExportFile | None = None
     ended: EndRecord | None = None
     fact_ids: set[int] = set()
@@ -332,7 +411,23 @@ def read_export(lines: Iterable[str], limits: LimitsSettings | None = None) -> E
     counted = {"paths": ended.paths, "facts": ended.facts, "policies": ended.policies}
     if held != counted:
         raise InvalidInput(f"the end line counts {counted}, but the file holds {held}")
+    # Policy lines follow the facts: a role they make is known only now.
+    file_roles = {r.policy.values[1] for r in data.policies if r.policy.ptype == "g"}
+    check_owners(data, file_roles)
     return data
+
+
+def check_owners(data: ExportFile, roles: Iterable[str]) -> None:
+    """InvalidInput naming the first fact line whose owner is one of `roles`."""
+    roles = frozenset(roles)
+    for fact in data.facts:
+        try:
+            refuse_role_owner(fact.owner, roles)
+        except InvalidInput as exc:
+            raise InvalidInput(
+                f"line {fact.line}: {exc.detail}",
+                errors=[{"loc": ["line", fact.line], "msg": exc.detail}],
+            ) from None
 
 
 def _check_chain(

@@ -5,28 +5,34 @@ owner, times and recall state.
 
 - restore: into a fresh memory, one that holds only what its migration wrote
   (app.db.seed: the /memory facts, the default policies, no other node and no path
-  tag), the file replaces all of it: facts keep their ids and the policies are the
-  file's.
+  tag), the file's facts replace its facts and keep their ids.
 - merge: into any other memory, facts are appended with new ids (supersede chains
   follow the new ids); a fact whose (path, content, owner, created_at) the memory
   already holds is skipped as already imported, so importing a file twice changes
-  nothing the second time. A path tag the memory already has keeps its value (the
-  memory's own access decisions rest on it); missing ones are added. Policies are
-  added when absent, never removed.
+  nothing the second time.
+
+A file's policy lines and path tags decide who reads what: one line can make a
+subtree public or a stranger an admin. They are applied only when the importer asks
+(`with_policies`), and the report names each one added. Then a restore's policies
+are the file's (which must leave the importer an admin); a merge adds the lines the
+memory lacks (never removes one) and the path tags it lacks (a key the memory has
+keeps its value: its own access decisions rest on it). Without it, the memory's
+policies and path tags stay as they are, and the report counts what was left out.
 
 Either way the import runs in the caller's one write transaction, after every
-line was checked (format.read_export): a bad line stops it, named by its number.
+line was checked (format.read_export): a bad line stops it, named by its number,
+and nothing is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE
 from app.db import migrate
 from app.db.dialects import backend
@@ -45,7 +51,13 @@ from app.services import vector_index
 from app.services.context import Context
 from app.services.facts import write_vector
 from app.services.transfer.export import require_admin
-from app.services.transfer.format import ExportFile, FactRecord, PathRecord, PolicyRecord
+from app.services.transfer.format import (
+    ExportFile,
+    FactRecord,
+    PathRecord,
+    PolicyRecord,
+    check_owners,
+)
 
 ProgressCallback = Callable[[int, int], None]
 PROGRESS_EVERY = 256  # facts between two progress reports
@@ -57,14 +69,19 @@ PROGRESS_EVERY = 256  # facts between two progress reports
 @dataclass
 class ImportReport:
     mode: Literal["restore", "merge"]
+    with_policies: bool = False
     paths_added: int = 0
-    path_tags_added: int = 0
+    # Each one applied, named: "/a/b visibility=public", "g, bob, admin".
+    path_tags_added: list[str] = field(default_factory=list)
     path_tags_kept: int = 0  # the memory had the key with another value: it kept its own
     facts_added: int = 0
     facts_skipped: int = 0  # already in the memory
     embeddings_written: int = 0
     facts_waiting_for_embedding: int = 0  # added without a vector that fits this memory
-    policies_added: int = 0
+    policies_added: list[str] = field(default_factory=list)
+    # In the file, left out because the import was not asked to apply them.
+    path_tags_not_applied: int = 0
+    policies_not_applied: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,20 +92,25 @@ def import_memory(
     ctx: Context,
     data: ExportFile,
     *,
+    with_policies: bool = False,
     on_progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Load a checked export into the memory, in the caller's transaction.
 
-    Restore into a fresh memory, merge into any other (see the module's docstring).
-    Raises before the caller commits when the file cannot be applied whole.
-    `on_progress(done, total)` is told of the facts as they are loaded.
+    Restore into a fresh memory, merge into any other; the file's policy lines and
+    path tags only `with_policies` (see the module's docstring). Raises before the
+    caller commits when the file cannot be applied whole. `on_progress(done, total)`
+    is told of the facts as they are loaded.
     """
     require_admin(ctx)
     restore = is_fresh(conn)
-    report = ImportReport(mode="restore" if restore else "merge")
-    if restore:
+    report = ImportReport(mode="restore" if restore else "merge", with_policies=with_policies)
+    if restore and with_policies:
         _check_keeps_admin(data.policies, ctx.subject)
-        _clear_fresh(conn)
+    if restore:
+        _clear_fresh(conn, policies=with_policies)
+    # Checked by read_export against the roles of a moment ago; the roles now decide.
+    check_owners(data, policy_service.role_names(conn))
     now = ctx.clock()
     paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
     _import_paths(conn, data.paths, now, report)
@@ -98,10 +120,17 @@ def import_memory(
     report.paths_added = (
         conn.execute(select(func.count()).select_from(paths)).scalar_one() - paths_before
     )
+    if not with_policies:
+        report.policies_not_applied = len(data.policies)
+        return report
     for record in _in_adding_order(data.policies):
-        with suppress(Conflict):  # already present: "added if absent"
-            policy_service.add_policy(conn, ctx, str(record.policy))
-            report.policies_added += 1
+        try:
+            added = policy_service.add_policy(conn, ctx, str(record.policy))
+        except Conflict:
+            continue  # already present: "added if absent"
+        except InvalidInput as exc:  # a role that would take a subject's name
+            raise InvalidInput(f"line {record.line}: {exc.detail}") from None
+        report.policies_added.append(str(added))
     return report
 
 
@@ -166,18 +195,10 @@ def is_fresh(conn: Connection) -> bool:
 
 def _check_keeps_admin(policies: list[PolicyRecord], subject: str) -> None:
     """A restore replaces the policies: refuse one that locks the importer out of them."""
-    roles: dict[str, set[str]] = {}
-    for record in policies:
-        if record.policy.ptype == "g":
-            member, role = record.policy.values
-            roles.setdefault(member, set()).add(role)
-    reached, frontier = set(), [subject, EVERYONE]
-    while frontier:
-        name = frontier.pop()
-        if name not in reached:
-            reached.add(name)
-            frontier.extend(roles.get(name, ()))
-    if ADMIN not in reached:
+    holders = admins(
+        (r.policy.values[0], r.policy.values[1]) for r in policies if r.policy.ptype == "g"
+    )
+    if subject not in holders and EVERYONE not in holders:
         raise InvalidInput(
             f"this memory is fresh, so the import would restore the file's policies, and "
             f"they leave {subject!r} without the {ADMIN!r} role; add the line "
@@ -185,14 +206,16 @@ def _check_keeps_admin(policies: list[PolicyRecord], subject: str) -> None:
         )
 
 
-def _clear_fresh(conn: Connection) -> None:
-    """Remove what the migration wrote so the file's facts keep their ids."""
+def _clear_fresh(conn: Connection, *, policies: bool) -> None:
+    """Remove what the migration wrote so the file's facts keep their ids (and, when
+    the file's policies replace them, the default policies)."""
     conn.execute(delete(fact_tags))
     # Codes, cells and log go, and a new generation makes running servers' in-memory
     # indexes reload whole (see app.services.vector_index).
     vector_index.clear_codes(conn)
     conn.execute(delete(facts))  # the FTS rows go with them (facts_fts_ad)
-    conn.execute(delete(casbin_rule))
+    if policies:
+        conn.execute(delete(casbin_rule))
 
 
 def _import_paths(
@@ -209,11 +232,14 @@ def _import_paths(
         )
         if not record.tags:
             continue
+        if not report.with_policies:
+            report.path_tags_not_applied += len(record.tags)
+            continue
         present = path_service.own_path_tags(conn, node)
         for key, value in record.tags.items():
             if key not in present:
                 conn.execute(insert(path_tags).values(path_id=node, key=key, value=value))
-                report.path_tags_added += 1
+                report.path_tags_added.append(f"{record.path} {key}={value}")
             elif present[key] != value:
                 report.path_tags_kept += 1
 
