@@ -986,8 +986,9 @@ class Memory:
 
     def add_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
         with self._policies(subject, owner=owner, write=True) as (conn, ctx):
+            by = ctx or self.context(conn, subject)  # before the change: rules are cached
             added = policy_service.add_policy(conn, ctx, line).as_dict()
-            self._record_policy(conn, subject, "policy_add", added)
+            self._record_policy(conn, by, "policy_add", added)
             return added
 
     def policy_to_remove(self, subject: str, line: str) -> dict[str, object]:
@@ -998,16 +999,16 @@ class Memory:
     def remove_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
         """Remove a line; Conflict if it is the last that gives anyone the admin role."""
         with self._policies(subject, owner=owner, write=True) as (conn, ctx):
+            by = ctx or self.context(conn, subject)  # before the change: rules are cached
             removed = policy_service.remove_policy(conn, ctx, line).as_dict()
-            self._record_policy(conn, subject, "policy_remove", removed)
+            self._record_policy(conn, by, "policy_remove", removed)
             return removed
 
     def _record_policy(
-        self, conn: Connection, subject: str, action: ActivityAction, line: dict[str, object]
+        self, conn: Connection, by: Context, action: ActivityAction, line: dict[str, object]
     ) -> None:
-        """The activity entry of a policy change, by `subject` (the file's owner too)."""
-        context = self.context(conn, subject)
-        activity_service.record(conn, context, self.front_end, action, policy=str(line["line"]))
+        """The activity entry of a policy change (the file's owner's too)."""
+        activity_service.record(conn, by, self.front_end, action, policy=str(line["line"]))
 
     def start_embedding_worker(self) -> EmbedWorker | None:
         """A server's background embedder of the pending queue, started; None without a
