@@ -91,3 +91,15 @@ def test_ui_opens_the_browser_only_where_one_can_run(
     # Behind a proxy the link names http.public_url.
     monkeypatch.setenv("EMBORNAL_HTTP__PUBLIC_URL", "https://memory.example.org")
     assert "https://memory.example.org/ui/login?code=" in invoke("ui", "--no-open").stdout
+
+
+def test_a_token_id_never_reads_as_an_option(invoke: Invoke, cli_env: Settings) -> None:
+    """A jti that began with '-' (base64url's 1 in 64) was an unknown option to
+    `token revoke` (a flaky live test found it): the memory's ids are hex; an identity
+    provider's odd one is revoked after `--`."""
+    from app.auth.tokens import new_jti
+
+    assert all(len(j) == 32 and j.isalnum() for j in (new_jti() for _ in range(2000)))
+    odd = invoke("token", "revoke", "--", "-_kMLQ8BaRv3YMJLvdS7Fw")
+    assert odd.exit_code == 0, odd.output
+    assert "-_kMLQ8BaRv3YMJLvdS7Fw" in invoke("token", "list", "--all").stdout
