@@ -417,7 +417,7 @@ def token_list(
 def token_revoke(
     jti: Annotated[str, typer.Argument(help="The token's id, as `token list` shows it")],
 ) -> None:
-    """Revoke a token: every server refuses it within a second."""
+    """Revoke a token: every server refuses it from its next request (by default)."""
     with memory() as mem:
         revoked = mem.revoke_token(ME, jti)
     whose = (

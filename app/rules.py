@@ -47,7 +47,7 @@ MAX_SIMILAR = 3
 # --- memory over time ----------------------------------------------------------
 # What an `as_of` read shows as it is today, not as it was: the schema records when
 # each fact was created, deleted and superseded, but no history of recalls, of path
-# tags or of policies. Named in every `as_of` answer and in the README.
+# tags or of policies. Named in every `as_of` answer and in docs/api.md.
 AS_OF_TODAY: tuple[str, ...] = (
     "strength",
     "recall_count",

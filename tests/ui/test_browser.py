@@ -6,7 +6,7 @@ Each page is opened as a person would: typing, clicking, pressing keys. The XSS
 payloads would set `window.pwned`; it must stay unset, and the page must log no
 console error (a script blocked by the CSP would log one). Screenshots of the main
 pages (1280x800) go to a temporary directory, or to docs/ with
-EMBORNAL_UI_SCREENSHOTS=docs (how the README's pictures are made).
+EMBORNAL_UI_SCREENSHOTS=docs (how the pictures of README.md and docs/console.md are made).
 """
 
 from __future__ import annotations

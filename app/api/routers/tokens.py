@@ -61,5 +61,5 @@ def revoke_token(
     memory: MemoryDep,
     subject: SubjectDep,
 ) -> None:
-    """Revoke a token: every server refuses it within a second (this one at once)."""
+    """Revoke a token: every server refuses it from its next request (by default)."""
     memory.revoke_token(subject, jti)
