@@ -150,9 +150,12 @@ def remove_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLin
 
 def find_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
     """The line as `remove_policy` would remove it, or its refusal (Forbidden without
-    the admin role, NotFound when absent); nothing is written."""
+    the admin role, Conflict for the last line giving anyone admin, NotFound when
+    absent); nothing is written."""
     _require_admin(ctx)
     line = parse_policy_line(text)
+    if line.ptype == "g":
+        _keep_an_admin(conn, line)
     if not conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
         raise NotFound(f"no such policy: {line}")
     return line
