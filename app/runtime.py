@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine
@@ -32,11 +31,6 @@ from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# Keyword halves of hybrid searches ranked at once (each holds a connection while it
-# ranks, never while it waits); a search beyond them waits its turn.
-SEARCH_WORKERS = 8
-
-
 @dataclass
 class Runtime:
     settings: Settings
@@ -54,8 +48,6 @@ class Runtime:
     # The revoked token ids this process checks requests against (app.services.tokens).
     revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _workers: ThreadPoolExecutor | None = field(default=None, repr=False)
-    _workers_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # The model as the verbs use it. Tests set an embedder (a fake) directly.
     @property
@@ -246,20 +238,7 @@ class Runtime:
             # Readiness stays false and says so; each search tries the load again.
             log.exception("the vector index failed to load")
 
-    def search_workers(self) -> ThreadPoolExecutor:
-        """The threads that rank hybrid searches' keyword halves, made on first use."""
-        with self._workers_lock:
-            if self._workers is None:
-                self._workers = ThreadPoolExecutor(
-                    max_workers=SEARCH_WORKERS, thread_name_prefix="search-half"
-                )
-            return self._workers
-
     def close(self) -> None:
-        with self._workers_lock:
-            if self._workers is not None:
-                self._workers.shutdown(wait=True)
-                self._workers = None
         self.engine.dispose()
 
 

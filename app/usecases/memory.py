@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -871,35 +870,22 @@ class Memory:
     ) -> search_service.Ranking | None:
         """Embed and rank `checked`; None when another process switched the model.
 
-        A hybrid search's keyword half needs no vector: it ranks in a snapshot of its
-        own, on a worker thread, while this one embeds the query and ranks the semantic
-        half (SQLite, numpy and onnxruntime release the GIL). No connection is held
-        while waiting for the worker (which may need one from the same pool); the
-        halves are scored with no statement of their own, and deliver() checks every
-        id again, so snapshots apart cannot hand out a fact deleted in between.
+        The model runs first, with no transaction open; then one read snapshot ranks
+        (both halves of a hybrid search in it), and hybrid's scoring reads nothing.
+        Running the keyword half on a second thread while the model embedded was no
+        faster on two cores: the model's threads slowed twofold beside it (bench.
+        search_profile, bench.http_pair_bench). deliver() checks every id again.
         """
         rt = self.runtime
-        if checked.mode != "hybrid":
-            query = search_service.embed(checked, embedder, rt.query_cache)
-            with self.transaction(subject) as (conn, ctx):
-                if uses_model and not rt.model_is_current(conn):
-                    return None
-                return search_service.rank(conn, ctx, query, rt.vector_index)
-        keyword = self._workers().submit(self._keyword_half, subject, checked)
         query = search_service.embed(checked, embedder, rt.query_cache)
         with self.transaction(subject) as (conn, ctx):
-            if not rt.model_is_current(conn):
+            if uses_model and not rt.model_is_current(conn):
                 return None
+            if query.mode != "hybrid":
+                return search_service.rank(conn, ctx, query, rt.vector_index)
+            keyword = search_service.keyword_half(conn, ctx, query)
             semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
-        return search_service.score(query, keyword.result(), semantic)
-
-    def _keyword_half(self, subject: str, query: search_service.Query) -> search_service.Keyword:
-        with self.transaction(subject) as (conn, ctx):
-            return search_service.keyword_half(conn, ctx, query)
-
-    def _workers(self) -> ThreadPoolExecutor:
-        """Threads for the halves of searches, shared by every Memory of the runtime."""
-        return self.runtime.search_workers()
+        return search_service.score(query, keyword, semantic)
 
     def _prepare_search(
         self, request: SearchRequest, embedder: Embedder | None, *, embed_now: bool = True

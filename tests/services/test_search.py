@@ -237,8 +237,17 @@ def test_a_stop_word_overlap_never_matches(actor) -> None:
 def test_a_long_query_looks_up_its_longest_words_once_each() -> None:
     q = "a b cc dd eee ffff ggggg hhhhhh iiiiiii jjjjjjjj kkkkkkkkk cc the"
     terms = search_service.query_terms(q)
-    # The longest eight, the first of equal length first, in the query's order.
-    assert terms == ("cc", "eee", "ffff", "ggggg", "hhhhhh", "iiiiiii", "jjjjjjjj", "kkkkkkkkk")
+    # The longest six, in the query's order.
+    assert terms == ("ffff", "ggggg", "hhhhhh", "iiiiiii", "jjjjjjjj", "kkkkkkkkk")
+    # Among words of one length, the first ones.
+    assert search_service.query_terms("gg aa bb cc dd ee ff") == (
+        "gg",
+        "aa",
+        "bb",
+        "cc",
+        "dd",
+        "ee",
+    )
     assert len(terms) == search_service.MAX_TERMS
 
 

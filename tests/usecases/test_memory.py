@@ -50,36 +50,29 @@ def test_gauges_count_every_fact_whoever_may_read_it(rt: Runtime) -> None:
     assert gauges.model_loaded is False and gauges.model_load_seconds is None
 
 
-def test_a_hybrid_search_ranks_its_keyword_half_while_the_query_is_embedded(
-    rt: Runtime, monkeypatch
-) -> None:
-    """The keyword half needs no vector: it runs on a worker thread, in a snapshot of
-    its own, while the model embeds the query (the halves' times overlap, not add)."""
-    import threading
+def test_a_hybrid_search_runs_the_model_with_no_connection_held(rt: Runtime) -> None:
+    """The model embeds the query before any transaction opens (a search never holds the
+    database while the model runs); then one snapshot ranks both halves, and the page
+    is handed out in a second transaction."""
+    from sqlalchemy import event
 
-    from app.services import search as search_service
     from app.usecases.memory import SearchRequest
 
-    rt.embedder = FakeEmbedder(TEST_WIDTH)
     memory = Memory(rt)
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
     kept = memory.store("default", NewFact("/o", "the otter sleeps by the weir"))
-    started, threads = threading.Event(), []
-    real_half = search_service.keyword_half
+    held_while_embedding: list[int] = []
 
-    def keyword_half(conn, ctx, query):
-        threads.append(threading.current_thread().name)
-        started.set()
-        return real_half(conn, ctx, query)
-
-    class WaitsForTheKeywordHalf(FakeEmbedder):
+    class Watched(FakeEmbedder):
         def embed_query(self, text: str):
-            # Serial code would rank keyword after this returns: the wait would time out.
-            assert started.wait(timeout=10), "the keyword half did not run meanwhile"
+            held_while_embedding.append(rt.engine.pool.checkedout())
             return super().embed_query(text)
 
-    monkeypatch.setattr(search_service, "keyword_half", keyword_half)
-    rt.embedder = WaitsForTheKeywordHalf(TEST_WIDTH)
+    rt.embedder = Watched(TEST_WIDTH)
+    begun: list[str] = []
+    event.listen(rt.engine, "begin", lambda conn: begun.append("begin"))
     page = memory.search("default", SearchRequest(q="otter weir", mode="hybrid", peek=True))
     assert page.results[0].fact.id == kept.id
     assert page.results[0].scores["words_held"] == 1.0 and "cosine" in page.results[0].scores
-    assert threads and threads[0].startswith("search-half")
+    assert held_while_embedding == [0]
+    assert len(begun) == 2
