@@ -471,7 +471,7 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> Keyword:
     )
     found: dict[int, set[int]] = {i: set() for i in range(len(terms))}
     lengths: dict[int, int] = {}
-    for term, fid, n in conn.execute(stmt, keywords.match_params(terms, MATCH_WINDOW)):
+    for term, fid, n in conn.execute(stmt, keywords.match_params(terms, MATCH_WINDOW)).all():
         found[term].add(fid)
         lengths[fid] = n
     half = Keyword(terms, {t: frozenset(found[i]) for i, t in enumerate(terms)}, lengths)
