@@ -14,10 +14,9 @@ Each query is new to the process the first time (a first search's cost); the
 same queries are then run again (the query cache's embedding).
 
 Stages are timed by wrapping the service functions by name: embed = embed() (the
-model; hybrid runs its keyword half meanwhile, on a worker thread);
-rank keyword / rank semantic = keyword_half / semantic_ranking (PostgreSQL: its
-vectors.nearest); score = the rest of rank() (hybrid: the candidates' features and the
-fitted model); hydrate = building the page's facts from their rows (facts._as_facts:
+model, before any transaction); rank keyword / rank semantic = keyword_half /
+semantic_ranking (PostgreSQL: its vectors.nearest); score = the rest of rank(), and
+hybrid's score() (the candidates' features and the fitted model); hydrate = building the page's facts from their rows (facts._as_facts:
 tags, links, neighbours); recall writes = the rest of facts.recall_visible (the
 recheck, the recall and the rows, one UPDATE ... RETURNING); total = everything a
 request pays, the ACL compilation and both transactions included.
@@ -105,7 +104,8 @@ def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
         "embed": stages.get("embed", 0.0),
         "rank keyword": stages.get("rank keyword", 0.0),
         "rank semantic": stages.get("rank semantic", 0.0),
-        "score": max(0.0, stages.get("rank", 0.0) - rank_parts),
+        # rank()'s own work (keyword, semantic), and hybrid's score() (features, model).
+        "score": max(0.0, stages.get("rank", 0.0) - rank_parts) + stages.get("hybrid", 0.0),
         "hydrate": stages.get("hydrate", 0.0),
         # recall_visible builds the facts it hands back (timed as hydrate) by itself.
         "recall writes": max(0.0, stages.get("recall", 0.0) - stages.get("hydrate", 0.0)),
@@ -124,6 +124,7 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
     timers = Timers()
     timers.wrap(search_service, "embed", "embed")
     timers.wrap(search_service, "rank", "rank")
+    timers.wrap(search_service, "score", "hybrid")
     timers.wrap(search_service, "keyword_half", "rank keyword")
     timers.wrap(search_service, "semantic_ranking", "rank semantic")
     # On PostgreSQL the semantic half is the database's (HNSW), not semantic_ranking.
