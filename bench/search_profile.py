@@ -17,9 +17,10 @@ Stages are timed by wrapping the service functions by name: embed = embed() (the
 model, before any transaction); rank keyword / rank semantic = keyword_half /
 semantic_ranking (PostgreSQL: its vectors.nearest); score = the rest of rank(), and
 hybrid's score() (the candidates' features and the fitted model); hydrate = building
-the page's facts from their rows (facts._as_facts: tags, links, neighbours); recall writes = the rest of facts.recall_visible (the
-recheck, the recall and the rows, one UPDATE ... RETURNING); total = everything a
-request pays, the ACL compilation and both transactions included.
+the page's facts from their rows (facts._as_facts: tags, links, neighbours); recall
+writes = the rest of facts.recall_visible (the recheck, the recall and the rows, one
+UPDATE ... RETURNING); total = everything a request pays, the ACL compilation and both
+transactions included.
 """
 
 from __future__ import annotations
