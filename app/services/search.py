@@ -599,11 +599,13 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     best = [f for f, _, _ in ranked[: _depth(KEYWORD_DEPTH, query.limit)]]
     nearest = [f for f, _ in semantic.nearest]
     found = list(dict.fromkeys(best + nearest + [f for f, _ in semantic.in_span]))
-    # A fact not embedded yet (stored with no model) is a keyword match all the same:
-    # its vector counts as zero, so it is near nothing.
+    # A fact not embedded yet (stored with no model, waiting for the background worker)
+    # has a vector of zeros: near nothing, its keyword feature nothing either. Keyword
+    # search finds it at once; hybrid once it is embedded.
     matrix = np.zeros((len(found), query.vector.shape[0]), np.float32)
     have, rows = _stacked(found, {**keyword.vectors, **semantic.vectors}, query.vector.shape[0])
-    matrix[[found.index(f) for f in have]] = rows
+    at = {f: i for i, f in enumerate(found)}
+    matrix[[at[f] for f in have]] = rows
     cosine = (matrix @ query.vector).astype(np.float64)
     bm25 = {f: s for f, s, _ in ranked}
     best_bm25 = max(bm25.values(), default=0.0) or 1.0
