@@ -31,6 +31,7 @@ from app.settings import Settings
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class Runtime:
     settings: Settings
