@@ -1,0 +1,176 @@
+"""What a reader's search costs when the memory holds others' facts with its words.
+
+    python -m bench.reader_cost_bench [--own 5000] [--others 100000] [--queries 40]
+    python -m bench.reader_cost_bench --backend postgresql [--database-url URL]
+    python -m bench.reader_cost_bench --smoke        # seconds: what `make test` runs
+
+Two memories, built side by side from search_bench's generator (the same texts and
+vectors): "alone" holds the reader's own facts only (`agent`, who reads and writes
+/agents/agent and nothing else); "shared" holds the same facts, stored first, and
+then --others facts of other agents (/agents/o0 ... /agents/o49), drawn from the
+same sentences, so they hold the reader's words and sit near its queries, and are
+newer than its own. The reader searches both with the same queries through the use
+case the route calls (Memory.search, the real model), each query first new to the
+process and then again (its embedding cached). Prints each mode's p50 in both and
+their ratio (issue 33: at most 1.5), and checks that every page is the same in both:
+what the reader cannot see changes nothing it is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.db.engine import write_transaction
+from app.dirs import Dirs
+from app.embeddings.loader import load_embedder
+from app.runtime import open_runtime
+from app.services import facts as fact_service
+from app.services import policies as policy_service
+from app.services import vector_index as vector_service
+from app.settings import Settings
+from app.usecases.memory import Memory, NewFact, SearchRequest
+from bench import machine, search_bench
+from bench.corpus import sentences
+from bench.databases import Databases
+from bench.search_bench import BATCH, MODEL, WIDTH
+
+READER = "agent"
+OTHERS = 50  # the other agents the shared memory's extra facts belong to
+MODES = ("keyword", "semantic", "hybrid")
+BOUND = 1.5
+ONNX_THREADS = "onnxruntime's choice, as a server makes it (embedding.threads 0)"
+
+
+def build(
+    rt: Any, own: int, others: int, unique: list[str], vectors: np.ndarray
+) -> dict[str, float]:
+    """The reader's `own` facts, then `others` facts of other agents (generator numbers
+    after the reader's, so the same sentences come back in new mixes)."""
+    memory = Memory(rt)
+    with memory.transaction("default", write=True) as (conn, ctx):
+        for action in ("read", "write"):
+            policy_service.add_policy(
+                conn, ctx, f"p, {READER}, path:/agents/{READER}/*, {action}, allow"
+            )
+    started = time.perf_counter()
+    # The reader's batches end where its facts end: the generator draws per batch, so
+    # both memories get the same texts and vectors for the reader's numbers.
+    batches = [(a, min(a + BATCH, own)) for a in range(0, own, BATCH)]
+    batches += [(a, min(a + BATCH, own + others)) for a in range(own, own + others, BATCH)]
+    for start, stop in batches:
+        texts, vecs = search_bench.generated(start, stop, unique, vectors)
+        items = []
+        for k, text in zip(range(start, stop), texts, strict=True):
+            owner = READER if k < own else f"o{k % OTHERS}"
+            items.append(NewFact(f"/agents/{owner}/s{(k // 50) % 10}", text))
+        blobs = [v.astype("<f4").tobytes() for v in vecs]
+        with memory.transaction("default", write=True) as (conn, ctx):
+            fact_service.store_facts(conn, ctx, items, vectors=blobs)
+    with write_transaction(rt.engine) as conn:
+        # What the next start would do (open_runtime): train the cells.
+        vector_service.repartition_if_stale(conn)
+    return {"build_s": time.perf_counter() - started}
+
+
+def asked(q: str, mode: str) -> str:
+    """As bench.search_profile asks: keyword a few words, the others whole sentences."""
+    return " ".join(q.split()[:3]) if mode == "keyword" else f"{q} {mode}"
+
+
+def searches(rt: Any, queries: list[str]) -> dict[str, Any]:
+    """Each mode's first-time and seen-before latencies, and every page's ids."""
+    memory = Memory(rt)
+    memory.search(READER, SearchRequest(q="warm up the model and the caches", limit=10))
+    out: dict[str, Any] = {}
+    for mode in MODES:
+        first, again, pages = [], [], []
+        for times in (first, again):
+            for q in queries:
+                t0 = time.perf_counter()
+                page = memory.search(READER, SearchRequest(q=asked(q, mode), mode=mode, limit=10))
+                times.append(time.perf_counter() - t0)
+                if times is first:
+                    pages.append([r.fact.id for r in page.results])
+        out[mode] = {"first": first, "again": again, "pages": pages}
+    return out
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--own", type=int, default=5000, help="the reader's facts")
+    parser.add_argument("--others", type=int, default=100_000, help="other agents' facts")
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.own, args.others, args.queries, args.unique = 300, 1500, 4, 120
+    machine.report_load(ONNX_THREADS)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        settings = Settings(
+            dirs=Dirs(root, root, root),
+            embedding={"model": MODEL, "width": WIDTH, "download": False},
+        )
+        embedder = load_embedder(settings)
+        assert embedder is not None
+        everything = sentences(args.unique + args.queries)
+        queries, unique = everything[-args.queries :], everything[: -args.queries]
+        vectors = search_bench.cached_embeddings(embedder, unique)
+        databases = Databases(args.backend, args.database_url)
+        results, built = {}, {}
+        try:
+            print(databases.describe())
+            for name, others in (("alone", 0), ("shared", args.others)):
+                home = root / name
+                home.mkdir()
+                url = databases.url(args.own + others)
+                rt = open_runtime(search_bench.settings_for(home, url=url))
+                try:
+                    built[name] = build(rt, args.own, others, unique, vectors)
+                    rt.embedder = embedder
+                    rt.load_vector_index()
+                    results[name] = searches(rt, queries)
+                finally:
+                    rt.close()
+                print(f"  {name}: built in {built[name]['build_s']:.1f} s", file=sys.stderr)
+        finally:
+            databases.close()
+    print(
+        f"\n{args.backend}: the reader's {args.own} facts alone, and with {args.others} "
+        f"facts of {OTHERS} other agents; {args.queries} queries, p50 ms\n"
+    )
+    print(
+        "| mode | alone, first | shared, first | ratio "
+        "| alone, again | shared, again | ratio | pages the same |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for mode in MODES:
+        a, s = results["alone"][mode], results["shared"][mode]
+        same = sum(x == y for x, y in zip(a["pages"], s["pages"], strict=True))
+        r1, r2 = p50(s["first"]) / p50(a["first"]), p50(s["again"]) / p50(a["again"])
+        print(
+            f"| {mode} | {p50(a['first']):.1f} | {p50(s['first']):.1f} | {r1:.2f} "
+            f"| {p50(a['again']):.1f} | {p50(s['again']):.1f} | {r2:.2f} "
+            f"| {same}/{len(a['pages'])} |"
+        )
+    print(f"\nissue 33's bound: each ratio at most {BOUND}")
+    machine.report_load(ONNX_THREADS)
+
+
+if __name__ == "__main__":
+    main()
