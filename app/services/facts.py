@@ -586,6 +586,10 @@ def store_facts(
     path_ids: dict[str, int] = {}
     allowed: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
     new_fact = insert(facts).returning(facts.c.id)
+    # Where facts.embedding only says that the database holds the vector (PostgreSQL),
+    # the row is written with it: an UPDATE afterwards would write every fact twice,
+    # each index of `facts` included.
+    flag_on_insert = backend(conn).vectors.in_database
     for index, item in enumerate(checked):
         if item.supersedes_id is not None:
             _check_supersede(conn, ctx, item.supersedes_id)
@@ -609,6 +613,7 @@ def store_facts(
                     "created_at": now,
                     "recall_count": 0,
                     "stability_days": NEW_FACT_STABILITY_DAYS,
+                    "embedding": vectors[index] if flag_on_insert and vectors else None,
                 },
             ).scalar_one()
         except IntegrityError:
@@ -623,7 +628,11 @@ def store_facts(
         if vector is not None:
             embedded.append((fact_id, vector))
         ids.append(fact_id)
-    write_vectors(conn, [fid for fid, _ in embedded], [vec for _, vec in embedded])
+    embedded_ids, blobs = [fid for fid, _ in embedded], [vec for _, vec in embedded]
+    if flag_on_insert:
+        vector_index.write_codes(conn, embedded_ids, blobs)
+    else:
+        write_vectors(conn, embedded_ids, blobs)
     return hydrate(conn, ctx, ids)
 
 
