@@ -204,12 +204,12 @@ def build(
         if (stop // BATCH) % (10 if size <= 100_000 else 100) == 0:
             rate = (stop - have) / (time.perf_counter() - started)
             print(f"  built {stop} facts ({rate:.0f}/s)", file=sys.stderr)
-    index_s = 0.0
+    t0 = time.perf_counter()
+    with write_transaction(rt.engine) as conn:
+        # Also when an interrupted run paused it: builds only what is missing.
+        backend(conn).vectors.build_index(conn)
+    index_s = time.perf_counter() - t0
     if paused:
-        t0 = time.perf_counter()
-        with write_transaction(rt.engine) as conn:
-            backend(conn).vectors.build_index(conn)
-        index_s = time.perf_counter() - t0
         print(f"  built the vector index in {index_s:.1f} s", file=sys.stderr)
     store_s = time.perf_counter() - started
     t0 = time.perf_counter()

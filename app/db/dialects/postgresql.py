@@ -191,6 +191,8 @@ class PostgresVectors:
         wanted = int(count) * (6 * int(width) + 256) // 2**20 + 64
         memory = max(64, min(BUILD_MEMORY_MB, wanted))
         conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
+        # Minutes for millions of vectors: past any request's statement timeout.
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
         create_hnsw_index(conn)
 
     def nearest(
