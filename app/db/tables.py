@@ -25,7 +25,7 @@ from sqlalchemy import (
     text,
 )
 
-from app.db.dialects.functions import EmbeddingColumn
+from app.db.types import EmbeddingColumn
 
 metadata = MetaData(
     naming_convention={
