@@ -57,6 +57,8 @@ _writer_queues: weakref.WeakKeyDictionary[Engine, tuple[threading.RLock, float]]
 _modes: weakref.WeakKeyDictionary[Engine, tuple[dict[str, Any], dict[str, Any]]] = (
     weakref.WeakKeyDictionary()
 )
+# Engines whose read transactions end with COMMIT (PostgreSQL: see read_transaction).
+_commit_reads: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def make_engine(
@@ -179,6 +181,7 @@ def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> 
         },
     )
     _modes[engine] = ({"isolation_level": "REPEATABLE READ"}, {})
+    _commit_reads.add(engine)
     return engine
 
 
@@ -236,7 +239,13 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
         conn.execution_options(**_modes.get(engine, ({}, {}))[0])
         with conn.begin() as tx:
             yield conn
-            tx.rollback()
+            if engine in _commit_reads:
+                # psycopg forgets every statement it prepared on a ROLLBACK (one might
+                # have been prepared in the transaction undone); a read-only transaction's
+                # COMMIT ends it the same way and keeps them.
+                tx.commit()
+            else:
+                tx.rollback()
 
 
 @contextmanager

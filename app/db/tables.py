@@ -25,6 +25,8 @@ from sqlalchemy import (
     text,
 )
 
+from app.db.types import EmbeddingColumn
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_name)s",
@@ -79,8 +81,9 @@ facts = Table(
     Column("last_recall_at", Float, nullable=True),
     Column("recall_count", Integer, nullable=False, default=0),
     Column("stability_days", Float, nullable=False, default=1.0),
-    # float32 little-endian, the one full copy of the vector; NULL while waiting for a model.
-    Column("embedding", LargeBinary, nullable=True),
+    # NULL while waiting for a model; SQLite: the vector (float32 little-endian, its one
+    # full copy); PostgreSQL: true, the vector being facts_vec's (EmbeddingColumn).
+    Column("embedding", EmbeddingColumn, nullable=True),
     # Listings `as_of` a moment seek to it (migration 0006).
     Index("ix_facts_created_at", "created_at", "id"),
 )

@@ -578,14 +578,16 @@ def store_facts(
     """
     checked = validate_new_facts(items, ctx.limits, error_prefix=error_prefix)
     now = ctx.clock()
-    ids = []
-    embedded: list[tuple[int, bytes]] = []
     # Within one call a path's id and a (path, tags) write decision cannot change:
     # a batch of 1000 facts over few paths pays each lookup once (the path and ACL
     # lookups were ~60% of a batch's time; bench/search_bench.py builds through here).
     path_ids: dict[str, int] = {}
     allowed: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    new_fact = insert(facts).returning(facts.c.id)
+    # Where facts.embedding only says that the database holds the vector (PostgreSQL),
+    # the row is written with it: an UPDATE afterwards would write every fact twice,
+    # each index of `facts` included.
+    flag_on_insert = backend(conn).vectors.in_database
+    rows, tags = [], []
     for index, item in enumerate(checked):
         if item.supersedes_id is not None:
             _check_supersede(conn, ctx, item.supersedes_id)
@@ -598,32 +600,50 @@ def store_facts(
         path_id = path_ids.get(item.path)
         if path_id is None:
             path_id = path_ids[item.path] = path_service.ensure_path(conn, item.path, now)
-        try:
-            fact_id = conn.execute(
-                new_fact,
-                {
-                    "path_id": path_id,
-                    "content": item.content,
-                    "owner": ctx.subject,
-                    "supersedes_id": item.supersedes_id,
-                    "created_at": now,
-                    "recall_count": 0,
-                    "stability_days": NEW_FACT_STABILITY_DAYS,
-                },
-            ).scalar_one()
-        except IntegrityError:
-            if item.supersedes_id is None:
-                raise  # not a supersede race: a bug to surface, not a 409
-            raise Conflict(f"fact {item.supersedes_id} is already superseded") from None
-        conn.execute(
-            insert(fact_tags),
-            [{"fact_id": fact_id, "key": k, "value": v} for k, v in sorted(own_tags.items())],
+        rows.append(
+            {
+                "path_id": path_id,
+                "content": item.content,
+                "owner": ctx.subject,
+                "supersedes_id": item.supersedes_id,
+                "created_at": now,
+                "recall_count": 0,
+                "stability_days": NEW_FACT_STABILITY_DAYS,
+                "embedding": vectors[index] if flag_on_insert and vectors else None,
+            }
         )
-        vector = vectors[index] if vectors is not None else None
-        if vector is not None:
-            embedded.append((fact_id, vector))
-        ids.append(fact_id)
-    write_vectors(conn, [fid for fid, _ in embedded], [vec for _, vec in embedded])
+        tags.append(sorted(own_tags.items()))
+    # Every row in one statement (multi-row VALUES), the ids back in the items' order:
+    # a statement per fact was most of a batch's time on PostgreSQL.
+    new_facts = insert(facts).returning(facts.c.id, sort_by_parameter_order=True)
+    try:
+        ids = list(conn.execute(new_facts, rows).scalars()) if rows else []
+    except IntegrityError:
+        taken = sorted({item.supersedes_id for item in checked if item.supersedes_id})
+        if not taken:
+            raise  # not a supersede race: a bug to surface, not a 409
+        raise Conflict(
+            f"fact {taken[0]} is already superseded"
+            if len(taken) == 1
+            else f"one of facts {', '.join(map(str, taken))} is already superseded"
+        ) from None
+    tag_rows = [
+        {"fact_id": fact_id, "key": k, "value": v}
+        for fact_id, own in zip(ids, tags, strict=True)
+        for k, v in own
+    ]
+    if tag_rows:
+        conn.execute(insert(fact_tags), tag_rows)
+    embedded = [
+        (fact_id, vector)
+        for fact_id, vector in zip(ids, vectors or [None] * len(ids), strict=True)
+        if vector is not None
+    ]
+    embedded_ids, blobs = [fid for fid, _ in embedded], [vec for _, vec in embedded]
+    if flag_on_insert:
+        vector_index.write_codes(conn, embedded_ids, blobs)
+    else:
+        write_vectors(conn, embedded_ids, blobs)
     return hydrate(conn, ctx, ids)
 
 

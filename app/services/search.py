@@ -181,10 +181,11 @@ def _visible_vectors(conn: Connection, scope: Scope, ids: Sequence[int]) -> dict
     and that have one, by id: the access check and the read in one statement."""
     if not ids:
         return {}
-    ids_in = backend(conn).ids_in
+    bk = backend(conn)
+    ids_in = bk.ids_in
 
     def build(clauses: list[Any]) -> Any:
-        return select(facts.c.id, facts.c.embedding).where(
+        return select(facts.c.id, bk.vectors.stored()).where(
             ids_in(facts.c.id, "ids"), *clauses, facts.c.embedding.is_not(None)
         )
 
@@ -202,9 +203,10 @@ def _exact(
     """Cosine distance for the facts among `ids` (checked before; `known`: their stored
     vectors read already), or for every fact the scope keeps when `ids` is None."""
     if ids is None:
+        stored = backend(conn).vectors.stored()
         stmt = scope.statement(
             "embedded",
-            lambda clauses: select(facts.c.id, facts.c.embedding).where(
+            lambda clauses: select(facts.c.id, stored).where(
                 *clauses, facts.c.embedding.is_not(None)
             ),
         )
@@ -228,7 +230,7 @@ def _blobs_of(
     bk = backend(conn)
     stmt = bk.statements.get(
         "embeddings",
-        lambda: select(facts.c.id, facts.c.embedding).where(
+        lambda: select(facts.c.id, bk.vectors.stored()).where(
             bk.ids_in(facts.c.id, "ids"), facts.c.embedding.is_not(None)
         ),
     )
@@ -471,7 +473,7 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> Keyword:
     )
     found: dict[int, set[int]] = {i: set() for i in range(len(terms))}
     lengths: dict[int, int] = {}
-    for term, fid, n in conn.execute(stmt, keywords.match_params(terms, MATCH_WINDOW)).all():
+    for term, fid, n in keywords.matches(conn, stmt, keywords.match_params(terms, MATCH_WINDOW)):
         found[term].add(fid)
         lengths[fid] = n
     half = Keyword(terms, {t: frozenset(found[i]) for i, t in enumerate(terms)}, lengths)

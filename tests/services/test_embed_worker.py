@@ -8,6 +8,7 @@ import threading
 import numpy as np
 from sqlalchemy import select
 
+from app.db.dialects import backend
 from app.db.engine import write_transaction
 from app.db.tables import facts
 from app.embeddings.fake import FakeEmbedder
@@ -52,7 +53,8 @@ def test_a_pass_embeds_what_waits_and_skips_what_someone_else_filled(rt: Runtime
     assert worker.run_pass() == 26  # 20 new facts and the 7 starter facts, but the victim
     assert pending(rt) == 0
     with rt.engine.connect() as conn:
-        blob = conn.execute(select(facts.c.embedding).where(facts.c.id == victim.id)).scalar_one()
+        stored = backend(conn).vectors.stored()
+        blob = conn.execute(select(stored).where(facts.c.id == victim.id)).scalar_one()
     assert np.array_equal(np.frombuffer(blob, "<f4"), np.ones(TEST_WIDTH, "<f4"))
     assert worker.run_pass() == 0  # nothing left: a pass is cheap
 

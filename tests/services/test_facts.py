@@ -275,7 +275,9 @@ def test_a_failure_after_the_fact_row_leaves_nothing(actor, monkeypatch) -> None
     def broken(*_args, **_kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(fact_service, "write_vectors", broken)
+    # The vector index's write comes last on both backends (SQLite's codes after the
+    # UPDATE of the fact's embedding, PostgreSQL's facts_vec row after the fact's).
+    monkeypatch.setattr(fact_service.vector_index, "write_codes", broken)
     with pytest.raises(RuntimeError), me.tx() as (conn, ctx):
         fact_service.store_fact(conn, ctx, NewFact("/crash", "phoenix"), vector=b"\0" * 256)
     with me.tx() as (conn, ctx):

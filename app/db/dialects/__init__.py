@@ -6,8 +6,9 @@ interface, and the implementation is chosen once per call site by the dialect
 of the connection in hand (`backend(conn)`), never by `if dialect ==` in a service:
 
 - keywords: FTS5 with bm25 on SQLite; a tsvector column with a GIN index on PostgreSQL;
-- vectors: the vec0 table (and the process's in-memory index) on SQLite; a pgvector
-  column with an HNSW index, searched in the database, on PostgreSQL;
+- vectors: facts.embedding and the codes of the process's in-memory index on SQLite;
+  a pgvector column with an HNSW index, searched in the database and the one copy of
+  each vector, on PostgreSQL;
 - upserts and explicit ids: each dialect's INSERT ... ON CONFLICT, and moving
   PostgreSQL's sequences past ids an import wrote;
 - id lists: a JSON array that SQLite unpacks, an array parameter on PostgreSQL.
@@ -42,6 +43,10 @@ class Keywords(Protocol):
 
     def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]: ...
 
+    def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        """Run the matches statement: its rows."""
+        ...
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         """Facts of the whole index holding `term`: for checks that the index is in step,
         never for a score."""
@@ -55,12 +60,30 @@ class Vectors(Protocol):
         in-memory index, app.services.vector_index)."""
         ...
 
+    def stored(self) -> Any:
+        """A fact's vector as float32 little-endian bytes, NULL when it has none, as a
+        column of a statement over `facts`: SQLite's facts.embedding, PostgreSQL's
+        facts_vec copy (there facts.embedding only says that it has one). Filter on
+        `facts.c.embedding.is_not(None)`, which the embedding queue's index serves."""
+        ...
+
     def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
         """Put the facts' float32 vectors in the database's nearest-neighbour index."""
         ...
 
     def recreate(self, conn: Connection, width: int) -> None:
         """Drop every vector and make the index again at `width`."""
+        ...
+
+    def pause_index(self, conn: Connection) -> bool:
+        """Before a bulk load: stop keeping the nearest-neighbour index with each write.
+        True when there was one to stop, which `build_index` must then make again
+        (PostgreSQL drops its HNSW index: building it over the loaded vectors takes a
+        fraction of inserting them one at a time). In the caller's transaction."""
+        ...
+
+    def build_index(self, conn: Connection) -> None:
+        """After a bulk load: build the index `pause_index` stopped."""
         ...
 
     def nearest(

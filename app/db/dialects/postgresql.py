@@ -2,7 +2,9 @@
 
 The schema these queries run on is made by the migrations (their PostgreSQL branch):
 facts.content_tsv, a stored generated tsvector with a GIN index, and facts_vec, a
-vector(width) column with an HNSW index for cosine distance.
+vector(width) column with an HNSW index for cosine distance. facts_vec holds the one
+copy of each vector (migration 0009): facts.embedding is a boolean there, true when
+facts_vec holds the fact's vector, NULL while it waits for a model.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pgvector.sqlalchemy import VECTOR
+from pgvector.psycopg import register_vector
 from sqlalchemy import (
     BigInteger,
     Connection,
     Engine,
     Float,
+    LargeBinary,
     Table,
     any_,
     bindparam,
@@ -29,11 +32,13 @@ from sqlalchemy import (
     select,
     table,
     text,
+    type_coerce,
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import NullType, TypeDecorator
 
 from app.db.statements import Statements
 from app.db.tables import facts
@@ -45,6 +50,16 @@ _VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
 TS_CONFIG = "embornal"
 # The advisory lock a migration holds (any constant no other tool of ours uses).
 SCHEMA_LOCK = 7_342_000
+# While the keyword walks run (PostgresKeywords.matches): the least work_mem PostgreSQL
+# takes, so that no subquery of the read rules is hashed, and a plan for each execution.
+_WALK_SETTINGS = (
+    "SELECT set_config('work_mem', '64kB', true), "
+    "set_config('plan_cache_mode', 'force_custom_plan', true)"
+)
+# facts_vec's HNSW index, and the most memory (MB) a bulk load's rebuild of it takes
+# (build_index): a million 384-d vectors want about 2.4 GB.
+HNSW_INDEX = "facts_vec_hnsw"
+BUILD_MEMORY_MB = 8192
 # Each query asks HNSW for this many candidates at least (pgvector's ef_search). At
 # 100k facts under the bench's ACL (bench/search_bench.py --backend postgresql, two
 # builds), recall@10 was 0.890-0.928 at 100 (4.9 ms of ranking), 0.948-0.975 at 200
@@ -64,6 +79,9 @@ def _tsquery(term: Any) -> Any:
 
 
 _TSV: Any = literal_column("facts.content_tsv")
+# A parameter SQLAlchemy hands to the driver as it is: psycopg sends a numpy array to
+# a vector column through pgvector's binary dumper (_binary_vectors).
+_ANY = NullType()
 
 
 class PostgresKeywords:
@@ -83,31 +101,99 @@ class PostgresKeywords:
     def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
         return {**{f"term{i}": t for i, t in enumerate(terms)}, "limit": limit}
 
+    def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        """The statement with hashing its subqueries out of the planner's reach: the
+        read rules test a fact's tags with EXISTS subqueries, which PostgreSQL would
+        turn into hash tables of every fact holding the tags the rules name, built for
+        each word's walk (at 100k facts, 25,000 rows and ~10 ms per word for the
+        bench's rules, 6 words a hybrid search), where the walk reads a few hundred
+        rows and probes each one's tags by index. A hash must fit work_mem to be
+        chosen; for this statement none does.
+
+        And planned for its words each time, though prepared: a common word's newest
+        matches are found walking the primary key backwards, a rare word's through the
+        GIN index, and only a plan made for the word can tell which it is."""
+        conn.exec_driver_sql(_WALK_SETTINGS)
+        try:
+            return conn.execute(stmt, params).all()
+        finally:
+            conn.exec_driver_sql("RESET work_mem; RESET plan_cache_mode")
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))
         return conn.execute(stmt.select_from(facts), {"term": term}).scalar_one()
 
 
+class _SentVector(TypeDecorator[bytes]):
+    """vector_send's bytes (int16 width, int16 unused, float4 big-endian) as the float32
+    little-endian bytes every reader unpacks. Binary both ways: pgvector's text form
+    cost 190 us a vector to write and 190 to read (200 candidates: 38 ms), this ~10."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_result_value(self, value: Any, dialect: Any) -> bytes | None:
+        if value is None:
+            return None
+        return np.frombuffer(value, ">f4", offset=4).astype("<f4").tobytes()
+
+
+def _binary_vectors(conn: Connection) -> None:
+    """Let this connection send numpy arrays to vector columns in pgvector's binary form
+    (registered once per connection: it looks the type up)."""
+    pooled = conn.connection
+    if not pooled.info.get("pgvector"):
+        register_vector(pooled.dbapi_connection)  # type: ignore[arg-type]
+        pooled.info["pgvector"] = True
+
+
+def _as_array(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<f4")
+
+
 class PostgresVectors:
     in_database = True
 
+    def stored(self) -> Any:
+        # One index probe per fact read: the readers read a page's or a search's
+        # candidates (at most a few hundred), or stream an export.
+        sent = type_coerce(func.vector_send(_VECTORS.c.embedding), _SentVector())
+        return select(sent).where(_VECTORS.c.fact_id == facts.c.id).scalar_subquery()
+
     def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        _binary_vectors(conn)
         stmt = pg_insert(_VECTORS).values(
-            fact_id=bindparam("f"), embedding=bindparam("v", type_=VECTOR())
+            fact_id=bindparam("f"), embedding=bindparam("v", type_=_ANY)
         )
         conn.execute(
             stmt.on_conflict_do_update(
                 index_elements=["fact_id"], set_={"embedding": stmt.excluded.embedding}
             ),
-            [
-                {"f": fid, "v": np.frombuffer(blob, dtype="<f4")}
-                for fid, blob in zip(fact_ids, blobs, strict=True)
-            ],
+            [{"f": fid, "v": _as_array(blob)} for fid, blob in zip(fact_ids, blobs, strict=True)],
         )
 
     def recreate(self, conn: Connection, width: int) -> None:
         conn.exec_driver_sql("DROP TABLE IF EXISTS facts_vec")
         create_vector_table(conn, int(width))
+
+    def pause_index(self, conn: Connection) -> bool:
+        there = conn.exec_driver_sql(f"SELECT to_regclass('{HNSW_INDEX}')").scalar()
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+        return there is not None
+
+    def build_index(self, conn: Connection) -> None:
+        # The graph is built in memory when it fits maintenance_work_mem, and spills to
+        # pages, many times slower, when it does not: give this build what the vectors
+        # need (about their size and half again), within bounds.
+        count, width = conn.exec_driver_sql(
+            "SELECT count(*), coalesce(max(vector_dims(embedding)), 0) FROM facts_vec"
+        ).one()
+        wanted = int(count) * (6 * int(width) + 256) // 2**20 + 64
+        memory = max(64, min(BUILD_MEMORY_MB, wanted))
+        conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
+        # Minutes for millions of vectors: past any request's statement timeout.
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        create_hnsw_index(conn)
 
     def nearest(
         self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
@@ -118,8 +204,9 @@ class PostgresVectors:
         fetch = max(OVERFETCH * want, 40)
         conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
         conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+        _binary_vectors(conn)
         distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
-            bindparam("q", np.asarray(query, dtype=np.float32), type_=VECTOR())
+            bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY)
         )
         # The filters are asked per candidate, as a scalar subquery over the fact's row
         # (its primary key, then the ACL probes): PostgreSQL does not flatten that into
@@ -159,7 +246,17 @@ def create_vector_table(conn: Any, width: int) -> None:
         f"CREATE TABLE facts_vec (fact_id INTEGER PRIMARY KEY "
         f"REFERENCES facts (id) ON DELETE CASCADE, embedding vector({int(width)}) NOT NULL)"
     )
-    run("CREATE INDEX facts_vec_hnsw ON facts_vec USING hnsw (embedding vector_cosine_ops)")
+    create_hnsw_index(conn)
+
+
+def create_hnsw_index(conn: Any) -> None:
+    """facts_vec's HNSW index for cosine distance, pgvector's defaults (m 16,
+    ef_construction 64)."""
+    run = conn.exec_driver_sql if hasattr(conn, "exec_driver_sql") else conn.execute
+    run(
+        f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON facts_vec "
+        "USING hnsw (embedding vector_cosine_ops)"
+    )
 
 
 class PostgresBackend:

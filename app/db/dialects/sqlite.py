@@ -56,6 +56,9 @@ class SqliteKeywords:
     def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
         return {**{f"term{i}": _phrase(t) for i, t in enumerate(terms)}, "limit": limit}
 
+    def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        return conn.execute(stmt, params).all()
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
             select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(_phrase(term)))
@@ -66,11 +69,20 @@ class SqliteVectors:
     # Each server process keeps its own index in memory (app.services.vector_index).
     in_database = False
 
+    def stored(self) -> Any:
+        return facts.c.embedding
+
     def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
         raise NotImplementedError("SQLite's codes are app.services.vector_index's to write")
 
     def recreate(self, conn: Connection, width: int) -> None:
         pass  # the codes table has no width; app.services.vector_index clears it
+
+    def pause_index(self, conn: Connection) -> bool:
+        return False  # a code is appended per fact, as cheap in a bulk load as anywhere
+
+    def build_index(self, conn: Connection) -> None:
+        pass
 
     def nearest(
         self, conn: Connection, filters: list[Any], query: np.ndarray, want: int

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, null, select
 
 from app.db import migrate
+from app.db.dialects import backend
 from app.db.tables import fact_tags, facts, path_tags, paths
 from app.errors import Forbidden
 from app.services import policies as policy_service
@@ -72,8 +73,14 @@ def _export(conn: Connection, ctx: Context, with_embeddings: bool) -> Iterator[R
     )
     pending = next(tag_rows, None)
     fact_count = 0
+    # The vector from where the backend keeps it (facts_vec on PostgreSQL), and only
+    # when it is written out.
+    vector = backend(conn).vectors.stored() if with_embeddings else null()
+    columns = [c for c in facts.c if c.name != "embedding"]
     for row in conn.execute(
-        select(facts, paths.c.path).join(paths, paths.c.id == facts.c.path_id).order_by(facts.c.id)
+        select(*columns, vector.label("embedding"), paths.c.path)
+        .join(paths, paths.c.id == facts.c.path_id)
+        .order_by(facts.c.id)
     ):
         own: dict[str, str] = {}
         while pending is not None and pending.fact_id <= row.id:
@@ -93,7 +100,7 @@ def _export(conn: Connection, ctx: Context, with_embeddings: bool) -> Iterator[R
             last_recall_at=row.last_recall_at,
             recall_count=row.recall_count,
             stability_days=row.stability_days,
-            embedding=row.embedding if with_embeddings else None,
+            embedding=row.embedding,
         )
 
     lines = policy_service.list_policies(conn, ctx)

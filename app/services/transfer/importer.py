@@ -114,7 +114,14 @@ def import_memory(
     now = ctx.clock()
     paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
     _import_paths(conn, data.paths, now, report)
+    # A load that brings more vectors than the memory holds builds the vector index
+    # after it rather than keep it with every fact (PostgreSQL's HNSW: app.db.dialects).
+    vectors = backend(conn).vectors
+    incoming = sum(1 for record in data.facts if record.embedding is not None)
+    paused = incoming > vector_index.code_count(conn) and vectors.pause_index(conn)
     _import_facts(conn, data, restore, report, on_progress)
+    if paused:
+        vectors.build_index(conn)
     if restore:
         backend(conn).after_explicit_ids(conn, facts)  # a restore kept the file's ids
     report.paths_added = (

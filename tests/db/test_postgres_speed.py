@@ -1,0 +1,194 @@
+"""PostgreSQL's cures of issue 33: one copy of each vector, prepared statements that
+survive read transactions, keyword walks whose settings stay in them, and HNSW built
+after a bulk load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from app.db import migrate
+from app.db.dialects import backend as backend_of
+from app.db.dialects.postgresql import HNSW_INDEX
+from app.db.engine import make_engine, read_transaction
+from app.db.tables import facts
+from app.errors import Conflict
+from app.runtime import Runtime
+from app.services import facts as fact_service
+from app.services import search as search_service
+from app.services.facts import NewFact
+from app.usecases.memory import Memory
+from tests.conftest import TEST_WIDTH
+from tests.postgres import PostgresForTests
+
+
+@pytest.fixture(scope="module")
+def backend() -> str:
+    return "postgresql"
+
+
+BY_ID = "SELECT id, embedding FROM facts WHERE id = ANY(%(i)s)"
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(TEST_WIDTH).astype("<f4")
+    return v / np.linalg.norm(v)
+
+
+def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_back(
+    postgres: PostgresForTests,
+) -> None:
+    url = postgres.new_empty_database()
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, TEST_WIDTH, revision="0008")
+        vectors = [unit(k) for k in range(12)]
+        with engine.begin() as conn:
+            ids = []
+            for k, vector in enumerate(vectors):
+                fid = conn.exec_driver_sql(
+                    "INSERT INTO facts (path_id, content, owner, created_at, embedding) "
+                    "VALUES (1, %(c)s, 'default', 0, %(e)s) RETURNING id",
+                    {"c": f"fact {k}", "e": vector.tobytes() if k != 5 else None},
+                ).scalar_one()
+                ids.append(fid)
+                if k not in (5, 7):  # 5 waits for a model; 7 lost its facts_vec row
+                    conn.exec_driver_sql(
+                        "INSERT INTO facts_vec (fact_id, embedding) VALUES (%(f)s, %(v)s)",
+                        {"f": fid, "v": "[" + ",".join(map(str, vector.tolist())) + "]"},
+                    )
+        migrate.upgrade(engine, TEST_WIDTH)
+        with read_transaction(engine) as conn:
+            kind = conn.exec_driver_sql(
+                "SELECT data_type FROM information_schema.columns "
+                "WHERE table_name = 'facts' AND column_name = 'embedding'"
+            ).scalar_one()
+            assert kind == "boolean"
+            flags = dict(
+                conn.exec_driver_sql(
+                    "SELECT id, embedding FROM facts WHERE id = ANY(%(i)s)", {"i": ids}
+                )
+                .tuples()
+                .all()
+            )
+            # Fact 7 claimed a vector facts_vec did not hold: it waits for the model again.
+            assert [flags[i] for i in ids] == [None if k in (5, 7) else True for k in range(12)]
+            stored = backend_of(conn).vectors.stored()
+            read = dict(conn.execute(select(facts.c.id, stored).where(facts.c.id.in_(ids))).all())
+            for k, fid in enumerate(ids):
+                if k in (5, 7):
+                    assert read[fid] is None
+                else:
+                    assert read[fid] == vectors[k].tobytes()  # exact: float32 both ways
+            assert not conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_trigger WHERE tgname = 'facts_vector_log'"
+            ).scalar()
+        migrate.downgrade(engine, "0008")
+        with read_transaction(engine) as conn:
+            back = dict(
+                conn.exec_driver_sql(
+                    "SELECT id, embedding FROM facts WHERE id = ANY(%(i)s)", {"i": ids}
+                )
+                .tuples()
+                .all()
+            )
+            assert [back[fid] for fid in ids] == [
+                None if k in (5, 7) else vectors[k].tobytes() for k in range(12)
+            ]
+        migrate.upgrade(engine, TEST_WIDTH)  # and up again
+    finally:
+        engine.dispose()
+        postgres.drop_database(url)
+
+
+def test_a_stored_vector_is_kept_once_and_read_back_exactly(actor) -> None:
+    vector = unit(3)
+    with actor().tx() as (conn, ctx):
+        fact = fact_service.store_fact(
+            conn, ctx, NewFact("/v", "one vector"), vector=vector.tobytes()
+        )
+        flag = conn.execute(select(facts.c.embedding).where(facts.c.id == fact.id)).scalar_one()
+        assert flag is True  # facts holds no copy: only that facts_vec has it
+        stored = backend_of(conn).vectors.stored()
+        blob = conn.execute(select(stored).where(facts.c.id == fact.id)).scalar_one()
+        assert blob == vector.tobytes()
+
+
+def test_prepared_statements_survive_read_transactions(rt: Runtime) -> None:
+    """psycopg forgets what it prepared on a ROLLBACK: read transactions end with COMMIT,
+    so a statement run often on a connection is prepared once and kept."""
+    statement = select(facts.c.id).where(facts.c.id > 0).limit(1)
+    for _ in range(8):
+        with read_transaction(rt.engine) as conn:
+            conn.execute(statement).all()
+    with read_transaction(rt.engine) as conn:
+        prepared = conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%LIMIT%%'"
+        ).scalar()
+    assert prepared >= 1
+
+
+def test_keyword_walk_settings_end_with_the_walk(rt: Runtime, actor) -> None:
+    with actor().tx() as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/k", "a kettle on the stove"))
+    with Memory(rt).transaction() as (conn, ctx):
+        before = (
+            conn.exec_driver_sql("SHOW work_mem").scalar(),
+            conn.exec_driver_sql("SHOW plan_cache_mode").scalar(),
+        )
+        query = search_service.Query("kettle", "keyword", 10)
+        half = search_service.keyword_half(conn, ctx, query)
+        assert half.lengths  # found it
+        after = (
+            conn.exec_driver_sql("SHOW work_mem").scalar(),
+            conn.exec_driver_sql("SHOW plan_cache_mode").scalar(),
+        )
+    assert after == before
+
+
+def hnsw_exists(rt: Runtime) -> bool:
+    with read_transaction(rt.engine) as conn:
+        return conn.exec_driver_sql(f"SELECT to_regclass('{HNSW_INDEX}')").scalar() is not None
+
+
+def test_a_bulk_load_builds_the_index_after_it_and_a_failed_one_keeps_it(
+    rt: Runtime, actor
+) -> None:
+    with actor().tx() as (conn, ctx):
+        assert backend_of(conn).vectors.pause_index(conn) is True
+        assert backend_of(conn).vectors.pause_index(conn) is False  # nothing left to stop
+        fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/bulk", f"fact {k}") for k in range(30)],
+            vectors=[unit(k).tobytes() for k in range(30)],
+        )
+        backend_of(conn).vectors.build_index(conn)
+    assert hnsw_exists(rt)
+    with pytest.raises(RuntimeError), actor().tx() as (conn, _ctx):
+        backend_of(conn).vectors.pause_index(conn)
+        raise RuntimeError("the load failed")
+    assert hnsw_exists(rt)  # the drop went with the transaction
+    with Memory(rt).transaction() as (conn, ctx):
+        query = search_service.Query("", "semantic", 5, unit(4))
+        order = search_service.rank(conn, ctx, query, rt.vector_index).order
+    assert order[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_two_facts_of_one_batch_superseding_the_same_fact_are_one_conflict(actor) -> None:
+    me = actor()
+    with me.tx() as (conn, ctx):
+        old = fact_service.store_fact(conn, ctx, NewFact("/s", "old"))
+    twice = [NewFact("/s", f"new {k}", supersedes_id=old.id) for k in range(2)]
+    with (
+        pytest.raises(Conflict, match=f"fact {old.id} is already superseded"),
+        me.tx() as (
+            conn,
+            ctx,
+        ),
+    ):
+        fact_service.store_facts(conn, ctx, twice)
+    with me.tx() as (conn, _ctx):
+        count = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old.id)).all()
+    assert count == []
