@@ -115,7 +115,7 @@ def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypat
     hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
     grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
     seen = Similar(hidden.id, "/private", 0.99)  # as if she could read it when it ran
-    monkeypatch.setattr(Memory, "_similar", lambda *_args, **_kwargs: [seen])
+    monkeypatch.setattr(Memory, "_similar_batch", lambda *_args, **_kwargs: [[seen]])
     alice = actor("alice")
     stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
     assert stored.similar == [] and stored.similar_checked is True
@@ -239,3 +239,16 @@ def test_a_batchs_similar_search_takes_a_few_statements_not_one_per_fact(actor, 
     # SQLite: the index's catch-up, and a group's candidates checked at once; PostgreSQL:
     # the walk's two settings and a group's walks in one statement.
     assert len(statements) <= 3 * groups + 2, statements
+
+
+def test_a_batch_of_stores_names_what_each_would_be_told_alone(actor, rt, model) -> None:
+    """Through the use case: each fact of a batch is told of the facts a store of it
+    alone, just before, would name (the console's look before a store)."""
+    rng = random.Random(7)
+    me = actor()
+    me.memory.store_batch(me.subject, [NewFact("/n", sentence(rng)) for _ in range(120)])
+    items = [NewFact("/n", sentence(rng)) for _ in range(80)]
+    alone = [me.memory.similar_to_new(me.subject, item) for item in items]
+    stored = me.memory.store_batch(me.subject, items)
+    assert [s.similar for s in stored] == alone
+    assert sum(1 for found in alone if found) > 10
