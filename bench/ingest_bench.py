@@ -46,7 +46,7 @@ from bench import machine
 from bench.corpus import sentences
 from bench.databases import Databases
 from bench.search_bench import MODEL, settings_for
-from tests.ops.live import ROOT, LiveServer, run_cli
+from tests.ops.live import ROOT, LiveServer
 
 SUBJECT = "agent"
 # The agent writes and reads its own subtree and reads a shared one: its `similar`
@@ -115,14 +115,16 @@ class Server:
 
     def start(self) -> None:
         self.live = LiveServer(self.home, MODEL, self.env, root=self.root).start(ready_timeout=600)
-        for line in POLICIES:
-            run_cli(self.home, MODEL, "policy", "add", line, extra=self.env, root=self.root)
-        token = run_cli(
-            self.home, MODEL, "token", "issue", "--subject", SUBJECT, extra=self.env, root=self.root
-        )
+        # The agent's rules and token through the owner's API: a command line process
+        # each would cost a second apiece (most of a smoke run).
+        with httpx.Client(base_url=self.live.base_url, headers=self.live.headers) as owner:
+            for line in POLICIES:
+                owner.post("/v1/policies", json={"line": line}).raise_for_status()
+            issued = owner.post("/v1/tokens", json={"subject": SUBJECT})
+            issued.raise_for_status()
         self.client = httpx.Client(
             base_url=self.live.base_url,
-            headers={"Authorization": f"Bearer {token.strip()}"},
+            headers={"Authorization": f"Bearer {issued.json()['token']}"},
             timeout=600,
         )
 
