@@ -53,6 +53,7 @@ from app.services.vector_index import (
     POOL,
     POOL_SHARE,
     RANKED_HEAD,
+    Probe,
     VectorIndex,
     unpack_blobs,
 )
@@ -80,6 +81,10 @@ EXACT_RERANK = 2
 SEMANTIC_DEPTH = 100
 KEYWORD_DEPTH = 40
 SPAN_DEPTH = 20
+# The `similar` searches of a batch of stores (similar_to_many) that check their first
+# candidates in one statement: at 1000 a batch, each of 16 statements asks for up to
+# 64 x 60 ids, and a group's first candidates are all the walks hold at once.
+SIMILAR_GROUP = 64
 # The candidates whose mean is the query's neighbourhood (ranking's `neighbourhood`).
 NEIGHBOURS = 10
 # Words that carry no topic: they never decide whether a fact matches (a fact that
@@ -203,19 +208,55 @@ def _exact(
     """Cosine distance for the facts among `ids` (checked before; `known`: their stored
     vectors read already), or for every fact the scope keeps when `ids` is None."""
     if ids is None:
-        stored = backend(conn).vectors.stored()
-        stmt = scope.statement(
-            "embedded",
-            lambda clauses: select(facts.c.id, stored).where(
-                *clauses, facts.c.embedding.is_not(None)
-            ),
-        )
-        blobs = {fid: blob for fid, blob in conn.execute(stmt)}
-        found, matrix = _stacked(list(blobs), blobs, query.shape[0])
-    else:
-        found, matrix = _stacked(ids, _blobs_of(conn, ids, known), query.shape[0])
+        return _exact_all(_every_visible_vector(conn, scope), query)
+    found, matrix = _stacked(ids, _blobs_of(conn, ids, known), query.shape[0])
+    return _distances(found, matrix, query)
+
+
+def _every_visible_vector(conn: Connection, scope: Scope) -> dict[int, bytes]:
+    stored = backend(conn).vectors.stored()
+    stmt = scope.statement(
+        "embedded",
+        lambda clauses: select(facts.c.id, stored).where(*clauses, facts.c.embedding.is_not(None)),
+    )
+    return {fid: blob for fid, blob in conn.execute(stmt)}
+
+
+def _exact_all(blobs: Mapping[int, bytes], query: np.ndarray) -> list[tuple[int, float]]:
+    found, matrix = _stacked(list(blobs), blobs, query.shape[0])
+    return _distances(found, matrix, query)
+
+
+def _distances(found: list[int], matrix: np.ndarray, query: np.ndarray) -> list[tuple[int, float]]:
     distances = 1.0 - matrix @ query
     return [(fid, float(d)) for fid, d in zip(found, distances, strict=True)]
+
+
+class _Visibility:
+    """Which facts a scope keeps among those asked about, with their stored vectors (the
+    access check and the read in one statement, _visible_vectors), each fact asked of the
+    database once. The searches of one snapshot share one: a batch's `similar` searches
+    ask for their candidates together, and a fact near many of them is read once."""
+
+    def __init__(self, conn: Connection, scope: Scope) -> None:
+        self.conn, self.scope = conn, scope
+        self._asked: set[int] = set()
+        self._kept: dict[int, bytes] = {}
+        self._every: dict[int, bytes] | None = None
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, bytes]:
+        """The stored vectors of the facts among `ids` the scope keeps, by id."""
+        missing = [fid for fid in ids if fid not in self._asked]
+        if missing:
+            self._kept.update(_visible_vectors(self.conn, self.scope, missing))
+            self._asked.update(missing)
+        return {fid: self._kept[fid] for fid in ids if fid in self._kept}
+
+    def every(self) -> dict[int, bytes]:
+        """Every fact the scope keeps that has a vector: the walk's last resort."""
+        if self._every is None:
+            self._every = _every_visible_vector(self.conn, self.scope)
+        return self._every
 
 
 def _blobs_of(
@@ -272,50 +313,80 @@ def semantic_ranking(
     a page never starves.
     """
     index.refresh(conn)
-    probe = index.probe(query)
-    needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
-    blobs: dict[int, bytes] = {} if vectors is None else vectors
-    visible: list[tuple[int, float]] = []
-    seen: set[int] = set()
-    examined = 0
-    # Wide enough that a subject who sees half the memory needs one round.
-    chunk = 2 * needed
-    while len(visible) < needed:
-        ranked, similarity = probe.ranked(max(POOL, round(POOL_SHARE * probe.total)), RANKED_HEAD)
-        if len(ranked) == 0:
-            break
-        start = 0
-        while start < len(ranked):
-            batch = [
-                (fid, 1.0 - float(sim))
-                for fid, sim in zip(
-                    ranked[start : start + chunk].tolist(),
-                    similarity[start : start + chunk].tolist(),
-                    strict=True,
-                )
-                if fid not in seen
-            ]
-            seen.update(fid for fid, _ in batch)
-            examined += len(batch)
-            kept = _visible_vectors(conn, scope, [f for f, _ in batch])
-            blobs.update(kept)
-            visible += [pair for pair in batch if pair[0] in kept]
-            missing = needed - len(visible)
-            if missing <= 0:
+    walk = _Walk(index.probe(query), want, rescore)
+    return walk.run(_Visibility(conn, scope), vectors)
+
+
+class _Walk:
+    """One query's walk of the index (semantic_ranking), which can be started apart from
+    the rest: its first chunk of candidates, asked for before the walk runs, lets the
+    searches of a batch check all their first chunks in one statement."""
+
+    def __init__(self, probe: Probe, want: int, rescore: bool = True) -> None:
+        self.probe, self.want, self.rescore = probe, want, rescore
+        self.needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
+        self._first: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        probe = self.probe
+        return probe.ranked(max(POOL, round(POOL_SHARE * probe.total)), RANKED_HEAD)
+
+    def first_chunk(self) -> list[int]:
+        """The candidates the walk checks first."""
+        if self._first is None:
+            self._first = self._ranked()
+        return self._first[0][: 2 * self.needed].tolist()
+
+    def run(
+        self, visibility: _Visibility, vectors: dict[int, bytes] | None = None
+    ) -> list[tuple[int, float]]:
+        probe, query, want, needed = self.probe, self.probe.query, self.want, self.needed
+        blobs: dict[int, bytes] = {} if vectors is None else vectors
+        visible: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        examined = 0
+        # Wide enough that a subject who sees half the memory needs one round.
+        chunk = 2 * needed
+        while len(visible) < needed:
+            if self._first is not None:
+                (ranked, similarity), self._first = self._first, None
+            else:
+                ranked, similarity = self._ranked()
+            if len(ranked) == 0:
                 break
-            # The share of visible facts so far tells how far the rest would go.
-            share = max(len(visible), 1) / max(examined, 1)
-            if examined + missing / share > probe.total / 4:
-                return _best(_exact(conn, scope, query, None), want)
-            start += chunk
-            chunk *= 2
-    if len(visible) < want and examined < probe.total:
-        # Every cell taken, yet some visible facts were not among any cell's best.
-        return _best(_exact(conn, scope, query, None), want)
-    if not rescore:
-        return _best(visible, want)
-    best = [fid for fid, _ in _best(visible, needed)]
-    return _best(_exact(conn, scope, query, best, blobs), want)
+            start = 0
+            while start < len(ranked):
+                batch = [
+                    (fid, 1.0 - float(sim))
+                    for fid, sim in zip(
+                        ranked[start : start + chunk].tolist(),
+                        similarity[start : start + chunk].tolist(),
+                        strict=True,
+                    )
+                    if fid not in seen
+                ]
+                seen.update(fid for fid, _ in batch)
+                examined += len(batch)
+                kept = visibility.vectors([f for f, _ in batch])
+                blobs.update(kept)
+                visible += [pair for pair in batch if pair[0] in kept]
+                missing = needed - len(visible)
+                if missing <= 0:
+                    break
+                # The share of visible facts so far tells how far the rest would go.
+                share = max(len(visible), 1) / max(examined, 1)
+                if examined + missing / share > probe.total / 4:
+                    return _best(_exact_all(visibility.every(), query), want)
+                start += chunk
+                chunk *= 2
+        if len(visible) < want and examined < probe.total:
+            # Every cell taken, yet some visible facts were not among any cell's best.
+            return _best(_exact_all(visibility.every(), query), want)
+        if not self.rescore:
+            return _best(visible, want)
+        best = [fid for fid, _ in _best(visible, needed)]
+        found, matrix = _stacked(best, blobs, query.shape[0])
+        return _best(_distances(found, matrix, query), want)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
@@ -691,15 +762,50 @@ def similar_to(
     at least `min_cosine` near `vector`, leaving out `exclude`. The store's near-duplicate
     check: the nearest-neighbour search of semantic mode (the same ACL-inside-the-search,
     never-starved walk), on the vector the store already made."""
+    (found,) = similar_to_many(
+        conn, ctx, index, [vector], want=want, min_cosine=min_cosine, excludes=[exclude]
+    )
+    return found
+
+
+def similar_to_many(
+    conn: Connection,
+    ctx: Context,
+    index: VectorIndex,
+    vectors: Sequence[np.ndarray],
+    *,
+    want: int,
+    min_cosine: float,
+    excludes: Sequence[frozenset[int]],
+) -> list[list[tuple[int, float]]]:
+    """similar_to for each of `vectors` (with `excludes[i]` left out of the i-th), as
+    one pass: the same facts and cosines as a search per vector, for a fraction of the
+    statements. On SQLite the index is brought up to date once, and the searches check
+    their first candidates in one statement a group of SIMILAR_GROUP (the walks that
+    must go further ask for more themselves); on PostgreSQL a group's nearest-neighbour
+    walks are one statement."""
     scope = Scope(ctx)
-    depth = want + len(exclude)
-    vectors = backend(conn).vectors
-    if vectors.in_database:
-        nearest = vectors.nearest(conn, scope.clauses(), vector, depth)
-    else:
-        nearest = semantic_ranking(conn, scope, index, vector, depth)
-    near = [(fid, 1.0 - d) for fid, d in nearest if fid not in exclude and 1.0 - d >= min_cosine]
-    return near[:want]
+    out: list[list[tuple[int, float]]] = []
+    in_database = backend(conn).vectors.in_database
+    visibility = _Visibility(conn, scope)
+    if not in_database:
+        index.refresh(conn)
+    for start in range(0, len(vectors), SIMILAR_GROUP):
+        group = list(vectors[start : start + SIMILAR_GROUP])
+        excluded = list(excludes[start : start + SIMILAR_GROUP])
+        depths = [want + len(e) for e in excluded]
+        if in_database:
+            nearest = backend(conn).vectors.nearest_many(conn, scope.clauses(), group, depths)
+        else:
+            walks = [_Walk(index.probe(v), depth) for v, depth in zip(group, depths, strict=True)]
+            visibility.vectors(sorted({fid for walk in walks for fid in walk.first_chunk()}))
+            nearest = [walk.run(visibility) for walk in walks]
+        for found, exclude in zip(nearest, excluded, strict=True):
+            near = [
+                (fid, 1.0 - d) for fid, d in found if fid not in exclude and 1.0 - d >= min_cosine
+            ]
+            out.append(near[:want])
+    return out
 
 
 def still_visible(conn: Connection, ctx: Context, ids: Iterable[int]) -> set[int]:

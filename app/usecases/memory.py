@@ -307,12 +307,8 @@ class Memory:
             # must not hold the write lock. A near fact stored between the two
             # transactions is not seen: `similar` is a hint, not a uniqueness rule.
             with self.transaction(subject) as (conn, ctx):
-                near = [
-                    None
-                    if vector is None
-                    else self._similar(conn, ctx, vector, threshold, item.supersedes_id)
-                    for item, vector in zip(checked, vectors, strict=True)
-                ]
+                olds = [item.supersedes_id for item in checked]
+                near = self._similar_batch(conn, ctx, vectors, threshold, olds)
         with self.transaction(subject, write=True) as (conn, ctx):
             # Named only if still readable and current under this transaction's rules.
             hits = {s.id for found in near for s in found or ()}
@@ -394,17 +390,40 @@ class Memory:
         threshold: float,
         supersedes_id: int | None,
     ) -> list[fact_service.Similar]:
-        found = search_service.similar_to(
+        (found,) = self._similar_batch(conn, ctx, [vector], threshold, [supersedes_id])
+        assert found is not None
+        return found
+
+    def _similar_batch(
+        self,
+        conn: Connection,
+        ctx: Context,
+        vectors: Sequence[bytes | None],
+        threshold: float,
+        supersedes: Sequence[int | None],
+    ) -> list[list[fact_service.Similar] | None]:
+        """The `similar` of each fact about to be stored with `vectors[i]` (superseding
+        `supersedes[i]`, which is never named; None without a vector): one nearest-
+        neighbour pass for the whole batch, the same facts and cosines as a search per
+        fact, and the paths of every fact named read at once."""
+        embedded = [n for n, vector in enumerate(vectors) if vector is not None]
+        found = search_service.similar_to_many(
             conn,
             ctx,
             self.runtime.vector_index,
-            np.frombuffer(vector, dtype="<f4"),
+            [np.frombuffer(vectors[n], dtype="<f4") for n in embedded],  # type: ignore[arg-type]
             want=MAX_SIMILAR,
             min_cosine=threshold,
-            exclude=frozenset() if supersedes_id is None else frozenset({supersedes_id}),
+            excludes=[
+                frozenset() if (old := supersedes[n]) is None else frozenset({old})
+                for n in embedded
+            ],
         )
-        where = fact_service.similar_paths(conn, [fid for fid, _ in found])
-        return [fact_service.Similar(fid, where[fid], round(c, 6)) for fid, c in found]
+        where = fact_service.similar_paths(conn, sorted({fid for hits in found for fid, _ in hits}))
+        near: list[list[fact_service.Similar] | None] = [None] * len(vectors)
+        for n, hits in zip(embedded, found, strict=True):
+            near[n] = [fact_service.Similar(fid, where[fid], round(c, 6)) for fid, c in hits]
+        return near
 
     def get(
         self,

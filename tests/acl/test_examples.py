@@ -7,12 +7,17 @@ must agree, and agree with what the test expects.
 
 from __future__ import annotations
 
+import ast
 import itertools
 from collections.abc import Callable
+from functools import lru_cache
+from types import SimpleNamespace
 
 import pytest
+from casbin.util import expression as casbin_expression
 from sqlalchemy import Connection, insert, select
 
+from app.acl import enforcer as enforcer_module
 from app.acl.compile import read_predicate
 from app.acl.enforcer import admins
 from app.acl.model import (
@@ -447,3 +452,29 @@ def test_who_holds_admin_is_what_the_enforcer_decides(rt: Runtime) -> None:
     # A role whose last member went is nobody's, though Casbin would now read it as a name.
     assert admins([("ops", "admin")], roles=["ops"]) == set()
     assert admins([("everyone", "admin")]) == {"everyone"}
+
+
+def test_the_enforcer_parses_its_matcher_once(rt: Runtime, monkeypatch) -> None:
+    """Casbin parses the matcher's text again for every decision unless told not to: a
+    quarter of a decision's time. Parsed once, it decides as before."""
+    real_parse = ast.parse
+    parsed: list[str] = []
+
+    def parse(source: str, *args, **kwargs) -> ast.AST:
+        parsed.append(source)
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(casbin_expression, "ast", SimpleNamespace(parse=parse))
+    monkeypatch.setattr(
+        enforcer_module, "_parsed_matcher", lru_cache(enforcer_module._parsed_matcher.__wrapped__)
+    )
+    add(rt, "p, cli, path:/work/*, read, allow", "p, cli, path:/work/x/*, read, deny")
+    with rt.engine.connect() as conn:
+        enforcer = rt.access.current(conn)
+    asked = [
+        enforcer.enforce(subject, Resource(path, {}).encode(), "read")
+        for subject in ("cli", "someone")
+        for path in ("/work/a", "/work/x/b", "/home")
+    ]
+    assert asked == [True, False, False, False, False, False]
+    assert len(parsed) == 1

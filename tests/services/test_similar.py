@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import func, select
+import random
 
+import pytest
+from sqlalchemy import event, func, select
+
+from app.db.dialects import backend as backend_of
 from app.db.tables import facts
 from app.embeddings.fake import FakeEmbedder
 from app.errors import Conflict
+from app.services import search as search_service
 from app.usecases.memory import Memory, NewFact, Similar
 from tests.conftest import TEST_WIDTH, CountingEmbedder
 from tests.services.test_search import grant
@@ -111,7 +115,7 @@ def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypat
     hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
     grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
     seen = Similar(hidden.id, "/private", 0.99)  # as if she could read it when it ran
-    monkeypatch.setattr(Memory, "_similar", lambda *_args, **_kwargs: [seen])
+    monkeypatch.setattr(Memory, "_similar_batch", lambda *_args, **_kwargs: [[seen]])
     alice = actor("alice")
     stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
     assert stored.similar == [] and stored.similar_checked is True
@@ -132,3 +136,119 @@ def test_the_similar_search_uses_the_vector_the_store_made(actor, rt) -> None:
     )
     assert [len(s.similar) for s in stored] == [1, 0]
     assert (len(counting.documents), len(counting.queries)) == (3, 0)
+
+
+WORDS = (  # noqa: SIM905 - a sentence reads better than twenty quoted words
+    "backup staging database night nightly restore replica primary disk volume "
+    "office plants water friday invoice client contract deadline review release"
+).split()
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 7)))
+
+
+def one_search_each(conn, ctx, rt, vectors, want, excludes):
+    """What a store found before batching: one nearest-neighbour search per fact, as
+    semantic search runs it (SQLite's walk of the index, PostgreSQL's HNSW walk)."""
+    scope = search_service.Scope(ctx)
+    found = []
+    for vector, exclude in zip(vectors, excludes, strict=True):
+        depth = want + len(exclude)
+        if backend_of(conn).vectors.in_database:
+            nearest = backend_of(conn).vectors.nearest(conn, scope.clauses(), vector, depth)
+        else:
+            nearest = search_service.semantic_ranking(conn, scope, rt.vector_index, vector, depth)
+        found.append([(fid, 1.0 - d) for fid, d in nearest if fid not in exclude][:want])
+    return found
+
+
+def test_a_batch_names_the_facts_and_cosines_a_search_per_fact_names(actor, rt, model) -> None:
+    """One pass for the whole batch (similar_to_many) finds, for each fact, what a search
+    of its own finds: the same facts in the same order with the same cosines, under the
+    reader's rules (a reader who sees most facts, and one who sees three, whose walks
+    must fall back to scoring every fact it sees), past the group size, with the fact a
+    store supersedes left out."""
+    rng = random.Random(33)
+    owner = actor()
+    stored = owner.memory.store_batch(
+        owner.subject,
+        [NewFact(f"/shared/t{k % 7}" if k % 5 else "/private", sentence(rng)) for k in range(240)],
+    )
+    for old in stored[:20]:  # superseded and deleted facts are never named
+        owner.memory.store(
+            owner.subject, NewFact("/shared/t0", sentence(rng), supersedes_id=old.id)
+        )
+    for gone in stored[20:30]:
+        owner.memory.delete(owner.subject, gone.id)
+    grant(
+        rt,
+        "p, alice, path:/shared/*, read, allow",
+        "p, bob, path:/shared/t3, read, allow",
+        "p, bob, tag:owner=nobody, read, allow",
+    )
+    asked = [sentence(rng) for _ in range(search_service.SIMILAR_GROUP + 40)]
+    vectors = list(model.embed_documents(asked))
+    shared = [f.id for f in stored if f.path.startswith("/shared")]
+    excludes = [frozenset({shared[k]}) if k % 9 == 0 else frozenset() for k in range(len(asked))]
+    found_by = {}
+    for subject in ("alice", "bob", "default"):
+        with actor(subject).tx() as (conn, ctx):
+            expected = one_search_each(conn, ctx, rt, vectors, 3, excludes)
+            got = search_service.similar_to_many(
+                conn, ctx, rt.vector_index, vectors, want=3, min_cosine=-1.0, excludes=excludes
+            )
+        assert got == expected, subject
+        assert all(len(found) == 3 for found in got), subject
+        found_by[subject] = got
+    # The floor drops the far ones, as one search's does.
+    with actor("alice").tx() as (conn, ctx):
+        floored = search_service.similar_to_many(
+            conn, ctx, rt.vector_index, vectors, want=3, min_cosine=0.6, excludes=excludes
+        )
+    assert floored == [[(f, c) for f, c in found if c >= 0.6] for found in found_by["alice"]]
+    assert any(floored) and not all(len(found) == 3 for found in floored)
+
+
+def test_a_batchs_similar_search_takes_a_few_statements_not_one_per_fact(actor, rt, model) -> None:
+    owner = actor()
+    rng = random.Random(6)
+    owner.memory.store_batch(owner.subject, [NewFact("/a", sentence(rng)) for _ in range(150)])
+    vectors = list(model.embed_documents([sentence(rng) for _ in range(200)]))
+    statements: list[str] = []
+
+    def count(*args) -> None:
+        statements.append(args[2])
+
+    event.listen(rt.engine, "before_cursor_execute", count)
+    try:
+        with owner.tx() as (conn, ctx):
+            found = search_service.similar_to_many(
+                conn,
+                ctx,
+                rt.vector_index,
+                vectors,
+                want=3,
+                min_cosine=-1.0,
+                excludes=[frozenset()] * len(vectors),
+            )
+    finally:
+        event.remove(rt.engine, "before_cursor_execute", count)
+    assert [len(f) for f in found] == [3] * len(vectors)
+    groups = -(-len(vectors) // search_service.SIMILAR_GROUP)
+    # SQLite: the index's catch-up, and a group's candidates checked at once; PostgreSQL:
+    # the walk's two settings and a group's walks in one statement.
+    assert len(statements) <= 3 * groups + 2, statements
+
+
+def test_a_batch_of_stores_names_what_each_would_be_told_alone(actor, rt, model) -> None:
+    """Through the use case: each fact of a batch is told of the facts a store of it
+    alone, just before, would name (the console's look before a store)."""
+    rng = random.Random(7)
+    me = actor()
+    me.memory.store_batch(me.subject, [NewFact("/n", sentence(rng)) for _ in range(120)])
+    items = [NewFact("/n", sentence(rng)) for _ in range(80)]
+    alone = [me.memory.similar_to_new(me.subject, item) for item in items]
+    stored = me.memory.store_batch(me.subject, items)
+    assert [s.similar for s in stored] == alone
+    assert sum(1 for found in alone if found) > 10

@@ -92,6 +92,16 @@ class Vectors(Protocol):
         """(fact id, cosine distance) nearest first among the facts the filters keep."""
         ...
 
+    def nearest_many(
+        self,
+        conn: Connection,
+        filters: list[Any],
+        queries: Sequence[np.ndarray],
+        wants: Sequence[int],
+    ) -> list[list[tuple[int, float]]]:
+        """`nearest` for each query, `wants[i]` for the i-th, in fewer statements."""
+        ...
+
 
 class Backend(Protocol):
     @property

@@ -16,15 +16,18 @@ from typing import Any
 
 import numpy as np
 from pgvector.psycopg import register_vector
+from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
     Connection,
     Engine,
     Float,
+    Integer,
     LargeBinary,
     Table,
     any_,
     bindparam,
+    cast,
     column,
     func,
     literal,
@@ -32,8 +35,10 @@ from sqlalchemy import (
     select,
     table,
     text,
+    true,
     type_coerce,
     union_all,
+    values,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -237,6 +242,58 @@ class PostgresVectors:
         # relaxed_order: nearly sorted; the distances are exact, so sort by them.
         ranked = sorted(((int(i), float(d)) for i, d in rows), key=lambda p: (p[1], p[0]))
         return ranked[:want]
+
+    def nearest_many(
+        self,
+        conn: Connection,
+        filters: list[Any],
+        queries: Sequence[np.ndarray],
+        wants: Sequence[int],
+    ) -> list[list[tuple[int, float]]]:
+        """`nearest` for each query (wanting `wants[i]`), the walks of queries that fetch
+        alike in one statement: a LATERAL join walks the HNSW graph once per query, with
+        the settings and the per-candidate filters `nearest` uses, so each query gets the
+        rows its own statement would. A query the walk leaves short (the filters keep
+        few facts) is asked again on its own, as `nearest` tops it up."""
+        found: list[list[tuple[int, float]]] = [[] for _ in queries]
+        fetches = [max(OVERFETCH * want, 40) for want in wants]
+        for fetch in sorted(set(fetches)):
+            numbers = [n for n, f in enumerate(fetches) if f == fetch]
+            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+            asked = values(column("n", Integer), column("q", VECTOR()), name="asked").data(
+                [(n, np.asarray(queries[n], dtype=np.float32)) for n in numbers]
+            )
+            # A VALUES column's parameters arrive as text: the cast makes them vectors.
+            distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
+                cast(asked.c.q, VECTOR())
+            )
+            visible = (
+                select(facts.c.id)
+                .where(facts.c.id == _VECTORS.c.fact_id, *filters)
+                .correlate(_VECTORS)
+                .scalar_subquery()
+            )
+            walk = (
+                select(_VECTORS.c.fact_id, distance.label("distance"))
+                .where(visible.is_not(None))
+                .order_by(distance)
+                .limit(fetch)
+                .lateral("walk")
+            )
+            rows: dict[int, list[tuple[int, float]]] = {n: [] for n in numbers}
+            stmt = select(asked.c.n, walk.c.fact_id, walk.c.distance).select_from(
+                asked.join(walk, true())
+            )
+            for n, fid, d in conn.execute(stmt):
+                rows[n].append((int(fid), float(d)))
+            for n in numbers:
+                if len(rows[n]) < wants[n]:
+                    found[n] = self.nearest(conn, filters, queries[n], wants[n])
+                else:
+                    ranked = sorted(rows[n], key=lambda p: (p[1], p[0]))
+                    found[n] = ranked[: wants[n]]
+        return found
 
 
 def create_vector_table(conn: Any, width: int) -> None:

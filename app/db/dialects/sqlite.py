@@ -89,6 +89,15 @@ class SqliteVectors:
     ) -> list[tuple[int, float]]:
         raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
 
+    def nearest_many(
+        self,
+        conn: Connection,
+        filters: list[Any],
+        queries: Sequence[np.ndarray],
+        wants: Sequence[int],
+    ) -> list[list[tuple[int, float]]]:
+        raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
+
 
 class _JsonIds(TypeDecorator[Any]):
     """A list of ids bound as one JSON array, which json_each unpacks."""
