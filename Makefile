@@ -50,13 +50,17 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
+# On every core (pytest-xdist; at most 4 workers, each with its own PostgreSQL): the
+# slow tests are processes and databases, not Python, and spread well.
+WORKERS := --numprocesses auto --maxprocesses 4 --dist worksteal
+
 unit: $(STAMP) $(BROWSER)
-	$(BIN)/pytest
+	$(BIN)/pytest $(WORKERS)
 
 # The inner loop: everything but the tests marked slow (processes, wheels, the real model),
 # and the ACL's differential proof over 100 random worlds instead of 250.
 unit-fast: $(STAMP)
-	EMBORNAL_PROOF_EXAMPLES=100 $(BIN)/pytest -m "not slow"
+	EMBORNAL_PROOF_EXAMPLES=100 $(BIN)/pytest $(WORKERS) -m "not slow"
 
 test: lint typecheck imports unit
 
