@@ -29,18 +29,14 @@ from typing import Any
 import numpy as np
 
 from app.db.engine import write_transaction
-from app.dirs import Dirs
-from app.embeddings.loader import load_embedder
 from app.runtime import open_runtime
 from app.services import facts as fact_service
 from app.services import policies as policy_service
 from app.services import vector_index as vector_service
-from app.settings import Settings
 from app.usecases.memory import Memory, NewFact, SearchRequest
 from bench import machine, search_bench
-from bench.corpus import sentences
 from bench.databases import Databases
-from bench.search_bench import BATCH, MODEL, WIDTH
+from bench.search_bench import BATCH
 
 READER = "agent"
 OTHERS = 50  # the other agents the shared memory's extra facts belong to
@@ -122,15 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     machine.report_load(ONNX_THREADS)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        settings = Settings(
-            dirs=Dirs(root, root, root),
-            embedding={"model": MODEL, "width": WIDTH, "download": False},
+        embedder, queries, unique, vectors = search_bench.model_and_corpus(
+            root, args.unique, args.queries
         )
-        embedder = load_embedder(settings)
-        assert embedder is not None
-        everything = sentences(args.unique + args.queries)
-        queries, unique = everything[-args.queries :], everything[: -args.queries]
-        vectors = search_bench.cached_embeddings(embedder, unique)
         databases = Databases(args.backend, args.database_url)
         results, built = {}, {}
         try:

@@ -113,6 +113,23 @@ def cached_embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
     return vectors
 
 
+def model_and_corpus(
+    home: Path, unique: int, queries: int
+) -> tuple[Any, list[str], list[str], np.ndarray]:
+    """The model as a server runs it by default (threads 0: onnxruntime takes the cores
+    it finds), `queries` sentences to ask, and `unique` others with their vectors (the
+    generator's material; cached on disk)."""
+    settings = Settings(
+        dirs=Dirs(home, home, home),
+        embedding={"model": MODEL, "width": WIDTH, "download": False},
+    )
+    embedder = load_embedder(settings)
+    assert embedder is not None
+    everything = sentences(unique + queries)
+    asked, material = everything[-queries:], everything[:-queries]
+    return embedder, asked, material, cached_embeddings(embedder, material)
+
+
 def generated(
     start: int, stop: int, unique: list[str], vectors: np.ndarray
 ) -> tuple[list[str], np.ndarray]:

@@ -37,17 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from app.dirs import Dirs
-from app.embeddings.loader import load_embedder
 from app.runtime import open_runtime
 from app.services import facts as fact_service
 from app.services import search as search_service
-from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
 from bench import machine, search_bench
-from bench.corpus import sentences
 from bench.databases import Databases
-from bench.search_bench import MODEL, WIDTH
+from bench.search_bench import MODEL
 
 MODES = ("keyword", "semantic", "hybrid")
 ONNX_THREADS = "onnxruntime's choice, as a server makes it (embedding.threads 0)"
@@ -215,17 +211,9 @@ def main(argv: list[str] | None = None) -> None:
         args.facts, args.queries, args.unique = "1500", 4, 120
     machine.report_load(ONNX_THREADS)
     with tempfile.TemporaryDirectory() as tmp:
-        # The server's default: threads 0, onnxruntime takes the cores it finds.
-        model_home = Path(tmp)
-        settings = Settings(
-            dirs=Dirs(model_home, model_home, model_home),
-            embedding={"model": MODEL, "width": WIDTH, "download": False},
+        embedder, queries, unique, vectors = search_bench.model_and_corpus(
+            Path(tmp), args.unique, args.queries
         )
-        embedder = load_embedder(settings)
-        assert embedder is not None
-        everything = sentences(args.unique + args.queries)
-        queries, unique = everything[-args.queries :], everything[: -args.queries]
-        vectors = search_bench.cached_embeddings(embedder, unique)
         root = args.home or Path(tmp)
         databases = Databases(args.backend, args.database_url, args.home)
         try:
