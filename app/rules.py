@@ -58,6 +58,12 @@ AS_OF_TODAY: tuple[str, ...] = (
     "access rules",
 )
 
+# --- tokens ------------------------------------------------------------------
+# A token id (`jti`) as this memory signs it or an identity provider may; a label.
+MAX_JTI_CHARS = 256
+MAX_LABEL_CHARS = 200
+TokenStatus = Literal["active", "revoked", "expired"]
+
 # --- the activity record ---------------------------------------------------------
 # The front end a change came through, as the activity record names it.
 FrontEnd = Literal["rest", "mcp", "cli", "ui"]

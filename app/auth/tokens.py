@@ -30,6 +30,7 @@ from app.durations import MAX_DURATION as MAX_DURATION
 from app.durations import parse_duration as parse_duration
 from app.errors import UNAUTHORIZED_MESSAGE as UNAUTHORIZED_MESSAGE
 from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized
+from app.rules import MAX_JTI_CHARS
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ EXPIRED_MESSAGE = "the bearer token has expired"
 # that a hostile header costs nothing to refuse before any decoding.
 MAX_TOKEN_CHARS = 8 * 1024
 MAX_KID_CHARS = 256
-MAX_JTI_CHARS = 256
 # The verifier runs on the request path: an IdP that hangs must not hang requests long.
 JWKS_TIMEOUT_SECONDS = 5.0
 # At most one forced JWKS refresh per this many seconds, so tokens with made-up

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
+from app.auth.subjects import MAX_SUBJECT_CHARS
+from app.rules import MAX_LABEL_CHARS, TokenStatus
 from app.schemas.common import RequestModel, UtcTime
 
 
 class TokenIn(RequestModel):
     subject: str | None = Field(
         default=None,
-        max_length=128,
+        max_length=MAX_SUBJECT_CHARS,
         description="Whose token; yours when left out. Another subject's needs the admin role",
         examples=["agent-7"],
     )
@@ -27,7 +27,7 @@ class TokenIn(RequestModel):
     )
     label: str | None = Field(
         default=None,
-        max_length=200,
+        max_length=MAX_LABEL_CHARS,
         description="What the token is for, for people reading the list",
         examples=["kitchen agent on the NAS"],
     )
@@ -42,7 +42,7 @@ class TokenOut(BaseModel):
     expires_at: UtcTime | None
     revoked_at: UtcTime | None
     revoked_by: str | None
-    status: Literal["active", "revoked", "expired"]
+    status: TokenStatus
     issued_here: bool = Field(
         description=(
             "False for a jti an admin revoked that another issuer (an identity provider) "

@@ -19,21 +19,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from app.db.tables import meta, signin_codes, tokens
 from app.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from app.identifiers import hidden_character
+from app.rules import MAX_JTI_CHARS, MAX_LABEL_CHARS, TokenStatus
 from app.services.context import Context
 
 REVOCATIONS_KEY = "token_revocations"
-TokenStatus = Literal["active", "revoked", "expired"]
 # A sign-in link's code: valid this long, and once.
 SIGNIN_CODE_SECONDS = 300
-MAX_JTI_CHARS = 256
-MAX_LABEL_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +53,11 @@ class TokenRecord:
 
 def _time(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _row(conn: Connection, jti: str) -> Any:
+    """The token's row, or None."""
+    return conn.execute(select(tokens).where(tokens.c.jti == jti)).first()
 
 
 def _record(row: Any, now: float) -> TokenRecord:
@@ -111,7 +114,7 @@ def record_issued(
             expires_at=expires_at,
         )
     )
-    return _record(conn.execute(select(tokens).where(tokens.c.jti == jti)).one(), issued_at)
+    return _record(_row(conn, jti), issued_at)
 
 
 def list_tokens(
@@ -131,22 +134,28 @@ def list_tokens(
 def find_token(conn: Connection, ctx: Context, jti: str, *, now: float) -> TokenRecord | None:
     """The record of `jti` if the subject may see it (its own, or any for an admin);
     None when there is none, or none it may see: one answer for both."""
-    row = conn.execute(select(tokens).where(tokens.c.jti == jti)).first()
+    row = _row(conn, jti)
     if row is None or not (ctx.access.is_admin or row.subject == ctx.subject):
         return None
     return _record(row, now)
 
 
+def revocable(conn: Connection, ctx: Context, jti: str, *, now: float) -> TokenRecord | None:
+    """What revoking `jti` would revoke: its record; None for an admin when this memory
+    did not issue it (an identity provider's); NotFound for anyone else when it is not
+    the subject's own (as for a token of another subject)."""
+    found = find_token(conn, ctx, jti, now=now)
+    if found is None and not ctx.access.is_admin:
+        raise NotFound(f"token {jti} not found")
+    return found
+
+
 def revoke(conn: Connection, ctx: Context, jti: str, *, now: float) -> TokenRecord:
-    """Revoke `jti`: its own subject or an admin may. An admin may revoke a jti this
-    memory did not issue (an identity provider's); anyone else is told it is not found,
-    as for a token of another subject. Revoking twice is a Conflict."""
+    """Revoke `jti` (see `revocable` for who may). Revoking twice is a Conflict."""
     if not jti or len(jti) > MAX_JTI_CHARS:
         raise NotFound("token not found")
-    found = find_token(conn, ctx, jti, now=now)
+    found = revocable(conn, ctx, jti, now=now)
     if found is None:
-        if not ctx.access.is_admin:
-            raise NotFound(f"token {jti} not found")
         conn.execute(insert(tokens).values(jti=jti, revoked_at=now, revoked_by=ctx.subject))
     elif found.revoked_at is not None:
         raise Conflict(f"token {jti} was already revoked")
@@ -158,7 +167,7 @@ def revoke(conn: Connection, ctx: Context, jti: str, *, now: float) -> TokenReco
     conn.execute(
         update(meta).where(meta.c.key == REVOCATIONS_KEY).values(value=secrets.token_hex(8))
     )
-    return _record(conn.execute(select(tokens).where(tokens.c.jti == jti)).one(), now)
+    return _record(_row(conn, jti), now)
 
 
 def prune(conn: Connection, *, now: float, expired_before: float | None) -> int:

@@ -39,7 +39,7 @@ from app.db.engine import read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable, is_public
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, is_public
 from app.rules import (
     LOCAL_SUBJECT,
     MAX_SIMILAR,
@@ -733,10 +733,7 @@ class Memory:
         None for an admin when this memory did not issue it; NotFound for anyone else
         when it is not the subject's own."""
         with self.transaction(subject) as (conn, ctx):
-            found = token_service.find_token(conn, ctx, jti, now=time.time())
-            if found is None and not ctx.access.is_admin:
-                raise NotFound(f"token {jti} not found")
-            return found
+            return token_service.revocable(conn, ctx, jti, now=time.time())
 
     def revoke_token(self, subject: str, jti: str) -> TokenRecord:
         """Revoke a token: every server refuses it on its next request (within

@@ -10,6 +10,7 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.params import UnderQuery
 from app.api.problems import located
 from app.api.responses import AUTHED, problems
+from app.auth.subjects import MAX_SUBJECT_CHARS
 from app.rules import MAX_ID, MAX_LIMIT, ActivityAction
 from app.schemas.activity import ActivityPage
 from app.schemas.search import MAX_AS_OF_CHARS
@@ -39,7 +40,9 @@ def list_activity(
     caller: SubjectDep,
     subject: Annotated[
         str | None,
-        Query(max_length=128, description="Only this subject's changes (others': admin)"),
+        Query(
+            max_length=MAX_SUBJECT_CHARS, description="Only this subject's changes (others': admin)"
+        ),
     ] = None,
     action: Annotated[ActivityAction | None, Query(description="Only this kind of change")] = None,
     under: UnderQuery = None,

@@ -11,6 +11,7 @@ from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
 from app.durations import parse_duration
+from app.rules import MAX_JTI_CHARS
 from app.schemas.tokens import IssuedTokenOut, TokenIn, TokenList
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
@@ -57,7 +58,7 @@ def issue_token(body: TokenIn, memory: MemoryDep, subject: SubjectDep) -> dict[s
     responses=problems(*AUTHED, 404, 409),
 )
 def revoke_token(
-    jti: Annotated[str, Path(max_length=256, description="The token's id (`jti`)")],
+    jti: Annotated[str, Path(max_length=MAX_JTI_CHARS, description="The token's id (`jti`)")],
     memory: MemoryDep,
     subject: SubjectDep,
 ) -> None:
