@@ -198,36 +198,11 @@ def _visible_vectors(conn: Connection, scope: Scope, ids: Sequence[int]) -> dict
     return {fid: blob for fid, blob in conn.execute(stmt, {"ids": list(ids)})}
 
 
-def _exact(
-    conn: Connection,
-    scope: Scope,
-    query: np.ndarray,
-    ids: Sequence[int] | None,
-    known: Mapping[int, bytes] | None = None,
+def _scored(
+    ids: Sequence[int], blobs: Mapping[int, bytes], query: np.ndarray
 ) -> list[tuple[int, float]]:
-    """Cosine distance for the facts among `ids` (checked before; `known`: their stored
-    vectors read already), or for every fact the scope keeps when `ids` is None."""
-    if ids is None:
-        return _exact_all(_every_visible_vector(conn, scope), query)
-    found, matrix = _stacked(ids, _blobs_of(conn, ids, known), query.shape[0])
-    return _distances(found, matrix, query)
-
-
-def _every_visible_vector(conn: Connection, scope: Scope) -> dict[int, bytes]:
-    stored = backend(conn).vectors.stored()
-    stmt = scope.statement(
-        "embedded",
-        lambda clauses: select(facts.c.id, stored).where(*clauses, facts.c.embedding.is_not(None)),
-    )
-    return {fid: blob for fid, blob in conn.execute(stmt)}
-
-
-def _exact_all(blobs: Mapping[int, bytes], query: np.ndarray) -> list[tuple[int, float]]:
-    found, matrix = _stacked(list(blobs), blobs, query.shape[0])
-    return _distances(found, matrix, query)
-
-
-def _distances(found: list[int], matrix: np.ndarray, query: np.ndarray) -> list[tuple[int, float]]:
+    """(fact id, cosine distance) for the facts among `ids` whose vector is in `blobs`."""
+    found, matrix = _stacked(ids, blobs, query.shape[0])
     distances = 1.0 - matrix @ query
     return [(fid, float(d)) for fid, d in zip(found, distances, strict=True)]
 
@@ -252,11 +227,19 @@ class _Visibility:
             self._asked.update(missing)
         return {fid: self._kept[fid] for fid in ids if fid in self._kept}
 
-    def every(self) -> dict[int, bytes]:
-        """Every fact the scope keeps that has a vector: the walk's last resort."""
+    def every_scored(self, query: np.ndarray) -> list[tuple[int, float]]:
+        """Every fact the scope keeps that has a vector, scored exactly against `query`:
+        the walk's last resort."""
         if self._every is None:
-            self._every = _every_visible_vector(self.conn, self.scope)
-        return self._every
+            stored = backend(self.conn).vectors.stored()
+            stmt = self.scope.statement(
+                "embedded",
+                lambda clauses: select(facts.c.id, stored).where(
+                    *clauses, facts.c.embedding.is_not(None)
+                ),
+            )
+            self._every = {fid: blob for fid, blob in self.conn.execute(stmt)}
+        return _scored(list(self._every), self._every, query)
 
 
 def _blobs_of(
@@ -325,6 +308,8 @@ class _Walk:
     def __init__(self, probe: Probe, want: int, rescore: bool = True) -> None:
         self.probe, self.want, self.rescore = probe, want, rescore
         self.needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
+        # Wide enough that a subject who sees half the memory needs one round.
+        self.first_width = 2 * self.needed
         self._first: tuple[np.ndarray, np.ndarray] | None = None
 
     def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
@@ -335,7 +320,7 @@ class _Walk:
         """The candidates the walk checks first."""
         if self._first is None:
             self._first = self._ranked()
-        return self._first[0][: 2 * self.needed].tolist()
+        return self._first[0][: self.first_width].tolist()
 
     def run(
         self, visibility: _Visibility, vectors: dict[int, bytes] | None = None
@@ -345,8 +330,7 @@ class _Walk:
         visible: list[tuple[int, float]] = []
         seen: set[int] = set()
         examined = 0
-        # Wide enough that a subject who sees half the memory needs one round.
-        chunk = 2 * needed
+        chunk = self.first_width
         while len(visible) < needed:
             if self._first is not None:
                 (ranked, similarity), self._first = self._first, None
@@ -376,17 +360,16 @@ class _Walk:
                 # The share of visible facts so far tells how far the rest would go.
                 share = max(len(visible), 1) / max(examined, 1)
                 if examined + missing / share > probe.total / 4:
-                    return _best(_exact_all(visibility.every(), query), want)
+                    return _best(visibility.every_scored(query), want)
                 start += chunk
                 chunk *= 2
         if len(visible) < want and examined < probe.total:
             # Every cell taken, yet some visible facts were not among any cell's best.
-            return _best(_exact_all(visibility.every(), query), want)
+            return _best(visibility.every_scored(query), want)
         if not self.rescore:
             return _best(visible, want)
         best = [fid for fid, _ in _best(visible, needed)]
-        found, matrix = _stacked(best, blobs, query.shape[0])
-        return _best(_distances(found, matrix, query), want)
+        return _best(_scored(best, blobs, query), want)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
@@ -613,7 +596,7 @@ def _nearest(
     few = _few_in_span(conn, scope) if span is not None and not vectors.in_database else None
     blobs: dict[int, bytes] = {}
     if few is not None:
-        nearest = _best(_exact(conn, scope, query.vector, few), depth)
+        nearest = _best(_scored(few, _blobs_of(conn, few), query.vector), depth)
     elif vectors.in_database:
         nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
     else:
@@ -748,26 +731,6 @@ def score(
     return Ranking(query.mode, order, scores, query.sort, query.as_of)
 
 
-def similar_to(
-    conn: Connection,
-    ctx: Context,
-    index: VectorIndex,
-    vector: np.ndarray,
-    *,
-    want: int,
-    min_cosine: float,
-    exclude: frozenset[int] = frozenset(),
-) -> list[tuple[int, float]]:
-    """(fact id, cosine), nearest first: up to `want` current facts the subject may read
-    at least `min_cosine` near `vector`, leaving out `exclude`. The store's near-duplicate
-    check: the nearest-neighbour search of semantic mode (the same ACL-inside-the-search,
-    never-starved walk), on the vector the store already made."""
-    (found,) = similar_to_many(
-        conn, ctx, index, [vector], want=want, min_cosine=min_cosine, excludes=[exclude]
-    )
-    return found
-
-
 def similar_to_many(
     conn: Connection,
     ctx: Context,
@@ -778,24 +741,27 @@ def similar_to_many(
     min_cosine: float,
     excludes: Sequence[frozenset[int]],
 ) -> list[list[tuple[int, float]]]:
-    """similar_to for each of `vectors` (with `excludes[i]` left out of the i-th), as
-    one pass: the same facts and cosines as a search per vector, for a fraction of the
-    statements. On SQLite the index is brought up to date once, and the searches check
-    their first candidates in one statement a group of SIMILAR_GROUP (the walks that
-    must go further ask for more themselves); on PostgreSQL a group's nearest-neighbour
-    walks are one statement."""
+    """The store's near-duplicate check, for each of `vectors`: (fact id, cosine),
+    nearest first, up to `want` current facts the subject may read at least
+    `min_cosine` near it, leaving out `excludes[i]`. The nearest-neighbour search of
+    semantic mode (the same ACL-inside-the-search, never-starved walk) on the vectors
+    the store already made, as one pass: the same facts and cosines as a search per
+    vector, for a fraction of the statements. On SQLite the index is brought up to
+    date once, and the searches check their first candidates in one statement a group
+    of SIMILAR_GROUP (the walks that must go further ask for more themselves); on
+    PostgreSQL a group's nearest-neighbour walks are one statement."""
     scope = Scope(ctx)
     out: list[list[tuple[int, float]]] = []
-    in_database = backend(conn).vectors.in_database
+    stored = backend(conn).vectors
     visibility = _Visibility(conn, scope)
-    if not in_database:
+    if not stored.in_database:
         index.refresh(conn)
     for start in range(0, len(vectors), SIMILAR_GROUP):
         group = list(vectors[start : start + SIMILAR_GROUP])
         excluded = list(excludes[start : start + SIMILAR_GROUP])
         depths = [want + len(e) for e in excluded]
-        if in_database:
-            nearest = backend(conn).vectors.nearest_many(conn, scope.clauses(), group, depths)
+        if stored.in_database:
+            nearest = stored.nearest_many(conn, scope.clauses(), group, depths)
         else:
             walks = [_Walk(index.probe(v), depth) for v, depth in zip(group, depths, strict=True)]
             visibility.vectors(sorted({fid for walk in walks for fid in walk.first_chunk()}))
