@@ -10,7 +10,7 @@ facts_vec holds the fact's vector, NULL while it waits for a model.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,26 +206,13 @@ class PostgresVectors:
         """HNSW under the filters: pgvector 0.8's iterative scan keeps walking the
         graph until `fetch` rows pass the WHERE (the ACL fragment included), so a
         filtered page fills instead of starving after a fixed-k scan."""
-        fetch = max(OVERFETCH * want, 40)
-        conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+        fetch = _fetch(want)
+        _walk_settings(conn, fetch)
         _binary_vectors(conn)
         distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
             bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY)
         )
-        # The filters are asked per candidate, as a scalar subquery over the fact's row
-        # (its primary key, then the ACL probes): PostgreSQL does not flatten that into
-        # a join. As a join, the planner underestimated the visible facts and chose to
-        # build all of them first and compare each candidate with each (10k facts:
-        # 27 ms, against a few ms walking the index).
-        visible = (
-            select(facts.c.id)
-            .where(facts.c.id == _VECTORS.c.fact_id, *filters)
-            .correlate(_VECTORS)
-            .scalar_subquery()
-        )
-        walk = select(_VECTORS.c.fact_id, distance.label("distance")).where(visible.is_not(None))
-        rows = conn.execute(walk.order_by(distance).limit(fetch)).all()
+        rows = conn.execute(_walk(filters, distance).limit(fetch)).all()
         if len(rows) < want:
             base = (
                 select(facts.c.id, distance.label("distance"))
@@ -239,9 +226,7 @@ class PostgresVectors:
             rows = conn.execute(
                 select(kept.c.id, kept.c.distance).order_by(kept.c.distance).limit(fetch)
             ).all()
-        # relaxed_order: nearly sorted; the distances are exact, so sort by them.
-        ranked = sorted(((int(i), float(d)) for i, d in rows), key=lambda p: (p[1], p[0]))
-        return ranked[:want]
+        return _nearest_first(rows, want)
 
     def nearest_many(
         self,
@@ -256,11 +241,10 @@ class PostgresVectors:
         rows its own statement would. A query the walk leaves short (the filters keep
         few facts) is asked again on its own, as `nearest` tops it up."""
         found: list[list[tuple[int, float]]] = [[] for _ in queries]
-        fetches = [max(OVERFETCH * want, 40) for want in wants]
+        fetches = [_fetch(want) for want in wants]
         for fetch in sorted(set(fetches)):
             numbers = [n for n, f in enumerate(fetches) if f == fetch]
-            conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+            _walk_settings(conn, fetch)
             asked = values(column("n", Integer), column("q", VECTOR()), name="asked").data(
                 [(n, np.asarray(queries[n], dtype=np.float32)) for n in numbers]
             )
@@ -268,19 +252,7 @@ class PostgresVectors:
             distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
                 cast(asked.c.q, VECTOR())
             )
-            visible = (
-                select(facts.c.id)
-                .where(facts.c.id == _VECTORS.c.fact_id, *filters)
-                .correlate(_VECTORS)
-                .scalar_subquery()
-            )
-            walk = (
-                select(_VECTORS.c.fact_id, distance.label("distance"))
-                .where(visible.is_not(None))
-                .order_by(distance)
-                .limit(fetch)
-                .lateral("walk")
-            )
+            walk = _walk(filters, distance).limit(fetch).lateral("walk")
             rows: dict[int, list[tuple[int, float]]] = {n: [] for n in numbers}
             stmt = select(asked.c.n, walk.c.fact_id, walk.c.distance).select_from(
                 asked.join(walk, true())
@@ -291,26 +263,61 @@ class PostgresVectors:
                 if len(rows[n]) < wants[n]:
                     found[n] = self.nearest(conn, filters, queries[n], wants[n])
                 else:
-                    ranked = sorted(rows[n], key=lambda p: (p[1], p[0]))
-                    found[n] = ranked[: wants[n]]
+                    found[n] = _nearest_first(rows[n], wants[n])
         return found
 
 
-def create_vector_table(conn: Any, width: int) -> None:
+def _fetch(want: int) -> int:
+    """How many rows an HNSW walk asks for to hand back `want`."""
+    return max(OVERFETCH * want, 40)
+
+
+def _walk_settings(conn: Connection, fetch: int) -> None:
+    """pgvector 0.8's iterative scan, wide enough for `fetch` rows (this transaction)."""
+    conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+
+
+def _walk(filters: list[Any], distance: Any) -> Any:
+    """The HNSW walk, nearest first, keeping the candidates the filters keep.
+
+    The filters are asked per candidate, as a scalar subquery over the fact's row (its
+    primary key, then the ACL probes): PostgreSQL does not flatten that into a join. As
+    a join, the planner underestimated the visible facts and chose to build all of them
+    first and compare each candidate with each (10k facts: 27 ms, against a few ms
+    walking the index)."""
+    visible = (
+        select(facts.c.id)
+        .where(facts.c.id == _VECTORS.c.fact_id, *filters)
+        .correlate(_VECTORS)
+        .scalar_subquery()
+    )
+    return (
+        select(_VECTORS.c.fact_id, distance.label("distance"))
+        .where(visible.is_not(None))
+        .order_by(distance)
+    )
+
+
+def _nearest_first(rows: Iterable[Any], want: int) -> list[tuple[int, float]]:
+    # relaxed_order: nearly sorted; the distances are exact, so sort by them.
+    ranked = sorted(((int(i), float(d)) for i, d in rows), key=lambda p: (p[1], p[0]))
+    return ranked[:want]
+
+
+def create_vector_table(conn: Connection, width: int) -> None:
     """facts_vec at `width`, with its HNSW index for cosine distance (the migration's DDL)."""
-    run = conn.exec_driver_sql if hasattr(conn, "exec_driver_sql") else conn.execute
-    run(
+    conn.exec_driver_sql(
         f"CREATE TABLE facts_vec (fact_id INTEGER PRIMARY KEY "
         f"REFERENCES facts (id) ON DELETE CASCADE, embedding vector({int(width)}) NOT NULL)"
     )
     create_hnsw_index(conn)
 
 
-def create_hnsw_index(conn: Any) -> None:
+def create_hnsw_index(conn: Connection) -> None:
     """facts_vec's HNSW index for cosine distance, pgvector's defaults (m 16,
     ef_construction 64)."""
-    run = conn.exec_driver_sql if hasattr(conn, "exec_driver_sql") else conn.execute
-    run(
+    conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON facts_vec "
         "USING hnsw (embedding vector_cosine_ops)"
     )
