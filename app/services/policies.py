@@ -138,24 +138,27 @@ def add_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
     return line
 
 
-def remove_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
+def _removable(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
+    """The line parsed, or why it may not be removed (Forbidden without the admin
+    role, Conflict for the last line giving anyone admin)."""
     _require_admin(ctx)
     line = parse_policy_line(text)
     if line.ptype == "g":
         _keep_an_admin(conn, line)
+    return line
+
+
+def remove_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
+    line = _removable(conn, ctx, text)
     if not conn.execute(delete(casbin_rule).where(and_(*_match(line)))).rowcount:
         raise NotFound(f"no such policy: {line}")
     return line
 
 
 def find_policy(conn: Connection, ctx: Context, text: str) -> PolicyLine:
-    """The line as `remove_policy` would remove it, or its refusal (Forbidden without
-    the admin role, Conflict for the last line giving anyone admin, NotFound when
-    absent); nothing is written."""
-    _require_admin(ctx)
-    line = parse_policy_line(text)
-    if line.ptype == "g":
-        _keep_an_admin(conn, line)
+    """The line as `remove_policy` would remove it, or its refusal (`_removable`, and
+    NotFound when absent); nothing is written."""
+    line = _removable(conn, ctx, text)
     if not conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
         raise NotFound(f"no such policy: {line}")
     return line

@@ -967,30 +967,21 @@ class Memory:
     # The policy verbs take `subject` (REST, MCP, the console: it must hold the admin
     # role) or `owner=True`: the command line on the database file, which no policy
     # binds. Whoever can write the file owns the memory; this is the way back for an
-    # owner who locked themself out, so no subject's context (which a broken policy
-    # could refuse) is built for it.
-
-    @contextmanager
-    def _policies(
-        self, subject: str, *, owner: bool, write: bool = False
-    ) -> Iterator[tuple[Connection, Context | None]]:
-        if owner:
-            opened = write_transaction if write else read_transaction
-            with opened(self.runtime.engine) as conn:
-                yield conn, None
-        else:
-            with self.transaction(subject, write=write) as (conn, ctx):
-                yield conn, ctx
+    # owner who locked themself out, so the owner's changes skip the admin check (their
+    # context only names who made them in the activity record).
 
     def list_policies(self, subject: str, *, owner: bool = False) -> list[dict[str, object]]:
-        with self._policies(subject, owner=owner) as (conn, ctx):
+        if owner:
+            with read_transaction(self.runtime.engine) as conn:
+                return [line.as_dict() for line in policy_service.list_policies(conn, None)]
+        with self.transaction(subject) as (conn, ctx):
             return [line.as_dict() for line in policy_service.list_policies(conn, ctx)]
 
     def add_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
-        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
-            by = ctx or self.context(conn, subject)  # before the change: rules are cached
-            added = policy_service.add_policy(conn, ctx, line).as_dict()
-            self._record_policy(conn, by, "policy_add", added)
+        # The context is made before the change: its rules are cached.
+        with self.transaction(subject, write=True) as (conn, ctx):
+            added = policy_service.add_policy(conn, None if owner else ctx, line).as_dict()
+            self._record_policy(conn, ctx, "policy_add", added)
             return added
 
     def policy_to_remove(self, subject: str, line: str) -> dict[str, object]:
@@ -1000,10 +991,9 @@ class Memory:
 
     def remove_policy(self, subject: str, line: str, *, owner: bool = False) -> dict[str, object]:
         """Remove a line; Conflict if it is the last that gives anyone the admin role."""
-        with self._policies(subject, owner=owner, write=True) as (conn, ctx):
-            by = ctx or self.context(conn, subject)  # before the change: rules are cached
-            removed = policy_service.remove_policy(conn, ctx, line).as_dict()
-            self._record_policy(conn, by, "policy_remove", removed)
+        with self.transaction(subject, write=True) as (conn, ctx):
+            removed = policy_service.remove_policy(conn, None if owner else ctx, line).as_dict()
+            self._record_policy(conn, ctx, "policy_remove", removed)
             return removed
 
     def _record_policy(
