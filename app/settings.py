@@ -105,9 +105,13 @@ class DatabaseSettings(_Section):
         return url
 
 
+# The widest vector a memory holds (embedding.width; an import checks its vectors by it).
+MAX_EMBEDDING_WIDTH = 8192
+
+
 class EmbeddingSettings(_Section):
     model: str = "bge-base-en-v1.5"
-    width: int = Field(default=768, ge=1, le=8192)
+    width: int = Field(default=768, ge=1, le=MAX_EMBEDDING_WIDTH)
     threads: int = Field(default=0, ge=0)  # 0: let onnxruntime choose
     batch_size: int = Field(default=32, ge=1, le=1024)
     # Where `model pull` fetches catalog files from; a mirror can stand in for the hub.

@@ -226,18 +226,14 @@ class Memory:
         self._clock = clock or time.time
         # The front end this Memory serves: what the activity record names for a change.
         self.front_end: FrontEnd = via
-        self._siblings: dict[FrontEnd, Memory] = {via: self}
 
     def via(self, front_end: FrontEnd) -> Memory:
         """This memory as another front end uses it (same runtime and clock): the REST
         app's Memory hands the console and MCP theirs, so each change is recorded with
         the front end it came through."""
-        sibling = self._siblings.get(front_end)
-        if sibling is None:
-            sibling = Memory(self.runtime, clock=self._clock, via=front_end)
-            sibling._siblings = self._siblings
-            self._siblings[front_end] = sibling
-        return sibling
+        if front_end == self.front_end:
+            return self
+        return Memory(self.runtime, clock=self._clock, via=front_end)
 
     # --- transactions ----------------------------------------------------------
 

@@ -56,7 +56,7 @@ from app.errors import InvalidInput
 from app.rules import MAX_ID, OWNER_KEY
 from app.services.strength import NEW_FACT_STABILITY_DAYS
 from app.services.validation import check_content, check_path_tags, check_tag, fold_path
-from app.settings import LimitsSettings
+from app.settings import MAX_EMBEDDING_WIDTH, LimitsSettings
 
 EXPORT_TYPE = "embornal-export"
 FORMAT_VERSION = 1
@@ -66,7 +66,6 @@ CLOCK_SKEW_SECONDS = 86_400.0
 # Recalls multiply a stability by at most 3.75: far above what centuries of recalls
 # reach, far below where its arithmetic (in SQL too) would overflow.
 MAX_STABILITY_DAYS = 1_000_000.0
-MAX_WIDTH = 8192  # embedding.width's own bound
 
 
 class _Record(BaseModel):
@@ -106,7 +105,7 @@ def _check_tags(value: dict[str, str]) -> dict[str, str]:
 class Header(_Record):
     type: Literal["embornal-export"]
     version: int
-    embedding_width: int = Field(ge=1, le=MAX_WIDTH)
+    embedding_width: int = Field(ge=1, le=MAX_EMBEDDING_WIDTH)
 
     @field_validator("version")
     @classmethod

@@ -113,7 +113,7 @@ def import_memory(
     check_owners(data, policy_service.role_names(conn))
     now = ctx.clock()
     paths_before = conn.execute(select(func.count()).select_from(paths)).scalar_one()
-    _import_paths(conn, data.paths, now, report)
+    _import_paths(conn, data.paths, now, report, with_policies=with_policies)
     # A load that brings more vectors than the memory holds builds the vector index
     # after it rather than keep it with every fact (PostgreSQL's HNSW: app.db.dialects).
     vectors = backend(conn).vectors
@@ -226,7 +226,12 @@ def _clear_fresh(conn: Connection, *, policies: bool) -> None:
 
 
 def _import_paths(
-    conn: Connection, records: list[PathRecord], now: float, report: ImportReport
+    conn: Connection,
+    records: list[PathRecord],
+    now: float,
+    report: ImportReport,
+    *,
+    with_policies: bool,
 ) -> None:
     for record in sorted(records, key=lambda r: r.path):
         created_at = record.created_at if record.created_at is not None else now
@@ -239,7 +244,7 @@ def _import_paths(
         )
         if not record.tags:
             continue
-        if not report.with_policies:
+        if not with_policies:
             report.path_tags_not_applied += len(record.tags)
             continue
         present = path_service.own_path_tags(conn, node)
