@@ -362,8 +362,7 @@ def token_issue(
     lifetime = parse_duration(expires)
     with memory() as mem:
         issued = mem.sign_token(subject, lifetime, label=label)
-        named = subject == ME or mem.is_named_by_a_policy(subject)
-    if not named:
+    if not (subject == ME or issued.named):
         # The token would work, but every call would answer "not found": say why now.
         typer.echo(
             f"warning: no policy names {subject!r}: it sees only what 'everyone' may; grant "

@@ -58,6 +58,11 @@ class InvalidInput(EmbornalError):
     title = "Invalid input"
 
 
+def invalid(field: str, message: str) -> InvalidInput:
+    """An InvalidInput about one field, named in its `errors` as validation names it."""
+    return InvalidInput(message, errors=[{"loc": [field], "msg": message}])
+
+
 class BadRequest(EmbornalError):
     """A request the server will not read at all (a Host it does not answer to)."""
 

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, delete, exists, insert, or_, select
 
 from app.db.tables import activity, facts
-from app.errors import Forbidden, InvalidInput
+from app.errors import Forbidden, invalid
 from app.rules import ACTIVITY_ACTIONS, MAX_ID, ActivityAction, FrontEnd
 from app.services import paths as path_service
 from app.services.context import Context
@@ -120,7 +120,7 @@ def _conditions(ctx: Context, wanted: Filters) -> list[ColumnElement[bool]]:
     if wanted.action is not None:
         if wanted.action not in ACTIVITY_ACTIONS:
             message = f"action must be one of {', '.join(ACTIVITY_ACTIONS)}"
-            raise InvalidInput(message, errors=[{"loc": ["action"], "msg": message}])
+            raise invalid("action", message)
         where.append(activity.c.action == wanted.action)
     if wanted.under is not None:
         under = fold_path(wanted.under, field="under")
@@ -140,7 +140,7 @@ def _conditions(ctx: Context, wanted: Filters) -> list[ColumnElement[bool]]:
     if wanted.fact_id is not None:
         if not 1 <= wanted.fact_id <= MAX_ID:
             message = f"fact_id must be from 1 to {MAX_ID}"
-            raise InvalidInput(message, errors=[{"loc": ["fact_id"], "msg": message}])
+            raise invalid("fact_id", message)
         where.append(
             or_(activity.c.fact_id == wanted.fact_id, activity.c.supersedes_id == wanted.fact_id)
         )

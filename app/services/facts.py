@@ -40,7 +40,7 @@ from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
 from app.db.dialects import backend
 from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
-from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, invalid
 from app.rules import MAX_ID, OWNER_KEY, ListSort
 from app.services import paths as path_service
 from app.services import vector_index
@@ -375,12 +375,12 @@ def moment(conn: Connection, ctx: Context, raw: str | None) -> float | None:
     at = parse_moment(raw).timestamp()
     if at > ctx.clock() + AS_OF_GRAIN:  # the microsecond now is not the future
         message = "as_of is in the future: the memory cannot say what it will believe"
-        raise InvalidInput(message, errors=[{"loc": ["as_of"], "msg": message}])
+        raise invalid("as_of", message)
     began = conn.execute(select(func.min(paths.c.created_at))).scalar()
     if began is not None and at + AS_OF_GRAIN < began:
         since = _utc(began).isoformat().replace("+00:00", "Z")
         message = f"as_of is before this memory began ({since})"
-        raise InvalidInput(message, errors=[{"loc": ["as_of"], "msg": message}])
+        raise invalid("as_of", message)
     return at + AS_OF_GRAIN
 
 
@@ -777,7 +777,7 @@ def _decode_cursor(
         return data
     except (ValueError, RecursionError):
         # json.JSONDecodeError and binascii.Error are ValueErrors; so is a huge integer.
-        raise InvalidInput(_BAD_CURSOR, errors=[{"loc": ["cursor"], "msg": _BAD_CURSOR}]) from None
+        raise invalid("cursor", _BAD_CURSOR) from None
 
 
 def listing_cursor(conn: Connection, listing: str, last_id: int) -> str:

@@ -40,7 +40,7 @@ from app.db.dialects import backend
 from app.db.tables import facts
 from app.embeddings.base import Embedder
 from app.embeddings.query_cache import QueryCache
-from app.errors import InvalidInput, Unavailable
+from app.errors import Unavailable, invalid
 from app.rules import MAX_QUERY_CHARS, Mode, SearchSort
 from app.services import facts as fact_service
 from app.services import ranking, timewords
@@ -106,10 +106,6 @@ STOPWORDS = frozenset(
 # Runs of letters and digits, as FTS5's unicode61 tokenizer (and the PostgreSQL
 # configuration) splits text: "ABC-123" and "foo_bar" are two words each.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def _invalid(field: str, message: str) -> InvalidInput:
-    return InvalidInput(message, errors=[{"loc": [field], "msg": message}])
 
 
 def query_terms(q: str) -> tuple[str, ...]:
@@ -434,7 +430,7 @@ def prepare(
     check_limit(limit)
     check_query(q, MAX_QUERY_CHARS)
     if min_strength is not None and not 0 <= min_strength <= 1:
-        raise _invalid("min_strength", "min_strength must be between 0 and 1")
+        raise invalid("min_strength", "min_strength must be between 0 and 1")
     # The filters are made into SQL only when a statement needs them (Scope): check
     # them here, so that a bad one is refused whatever the memory holds.
     if under:

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from app.db.tables import meta, signin_codes, tokens
-from app.errors import Conflict, InvalidInput, NotFound, Unauthorized
+from app.errors import Conflict, NotFound, Unauthorized, invalid
 from app.identifiers import hidden_character
 from app.rules import MAX_JTI_CHARS, MAX_LABEL_CHARS, TokenStatus
 from app.services.context import Context
@@ -85,11 +85,11 @@ def check_label(label: str) -> str | None:
     label = label.strip()
     if len(label) > MAX_LABEL_CHARS:
         message = f"a token's label is at most {MAX_LABEL_CHARS} characters"
-        raise InvalidInput(message, errors=[{"loc": ["label"], "msg": message}])
+        raise invalid("label", message)
     hidden = hidden_character(label)
     if hidden is not None:
         message = f"a token's label holds a control or format character ({hidden})"
-        raise InvalidInput(message, errors=[{"loc": ["label"], "msg": message}])
+        raise invalid("label", message)
     return label or None
 
 

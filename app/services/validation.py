@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from app.errors import InvalidInput
+from app.errors import invalid
 from app.identifiers import hidden_character
 from app.rules import (
     MAX_LIMIT,
@@ -19,35 +19,31 @@ from app.rules import (
 )
 
 
-def _invalid(field: str, message: str) -> InvalidInput:
-    return InvalidInput(message, errors=[{"loc": [field], "msg": message}])
-
-
 def fold_path(raw: str, field: str = "path") -> str:
     """Fold a path to lowercase and check it; '/Projects/Embornal/' -> '/projects/embornal'."""
     # Checked before folding: strip() would quietly eat a trailing newline or tab.
     hidden = hidden_character(raw)
     if hidden:
-        raise _invalid(field, f"path holds a control or format character ({hidden})")
+        raise invalid(field, f"path holds a control or format character ({hidden})")
     path = raw.strip().lower()
     if not path.startswith("/"):
-        raise _invalid(field, f"path {raw!r} must start with '/'")
+        raise invalid(field, f"path {raw!r} must start with '/'")
     if path != "/" and path.endswith("/"):
         path = path[:-1]  # a trailing '/' is tolerated
     if path == "/":
         return "/"
     segments = path[1:].split("/")
     if len(segments) > MAX_SEGMENTS:
-        raise _invalid(field, f"path {raw!r} has {len(segments)} segments; at most {MAX_SEGMENTS}")
+        raise invalid(field, f"path {raw!r} has {len(segments)} segments; at most {MAX_SEGMENTS}")
     for segment in segments:
         if not segment:
-            raise _invalid(field, f"path {raw!r} has an empty segment")
+            raise invalid(field, f"path {raw!r} has an empty segment")
         if len(segment) > MAX_SEGMENT_CHARS:
-            raise _invalid(
+            raise invalid(
                 field, f"segment {segment!r} is longer than {MAX_SEGMENT_CHARS} characters"
             )
         if not SEGMENT_RE.match(segment):
-            raise _invalid(
+            raise invalid(
                 field,
                 f"segment {segment!r} must start with a letter or digit and hold only "
                 "letters, digits, '.', '_' and '-'",
@@ -69,16 +65,16 @@ def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
     for part, text in (("key", key), ("value", value)):
         hidden = hidden_character(text) if isinstance(text, str) else None
         if hidden:
-            raise _invalid(field, f"tag {part} holds a control or format character ({hidden})")
+            raise invalid(field, f"tag {part} holds a control or format character ({hidden})")
     key = key.strip().lower()
     if not TAG_KEY.match(key):
-        raise _invalid(
+        raise invalid(
             field,
             f"tag key {key!r} must be 1-64 characters: a letter or digit, then letters, "
             "digits, '.', '_' or '-'",
         )
     if not isinstance(value, str) or not TAG_VALUE.match(value) or not _is_unicode(value):
-        raise _invalid(
+        raise invalid(
             field, f"tag {key!r}: value must be 1-256 characters with no space, '=' or ','"
         )
     return key, value
@@ -88,14 +84,14 @@ def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") 
     """Check a fact's own tags; the memory alone writes the owner tag."""
     tags = dict(tags or {})
     if len(tags) > limit:
-        raise _invalid(field, f"a fact carries at most {limit} tags, not {len(tags)}")
+        raise invalid(field, f"a fact carries at most {limit} tags, not {len(tags)}")
     checked: dict[str, str] = {}
     for raw_key, value in tags.items():
         key, value = check_tag(raw_key, value, field)
         if key == OWNER_KEY:
-            raise _invalid(field, "the owner tag is written by the memory from the token's subject")
+            raise invalid(field, "the owner tag is written by the memory from the token's subject")
         if key in checked:
-            raise _invalid(field, f"tag {key!r} is given twice")
+            raise invalid(field, f"tag {key!r} is given twice")
         checked[key] = value
     return checked
 
@@ -105,7 +101,7 @@ def check_path_tags(tags: Mapping[str, str]) -> dict[str, str]:
     own owner tag always wins), so setting one would only mislead."""
     checked = dict(check_tag(k, v) for k, v in tags.items())
     if OWNER_KEY in checked:
-        raise _invalid("tags", "a path tag may not be 'owner': every fact carries its own")
+        raise invalid("tags", "a path tag may not be 'owner': every fact carries its own")
     return checked
 
 
@@ -113,19 +109,19 @@ def parse_tag_filter(text: str, field: str = "tag") -> tuple[str, str]:
     """Parse a `key=value` filter."""
     key, sep, value = text.partition("=")
     if not sep:
-        raise _invalid(field, f"tag filter {text!r} must be key=value")
+        raise invalid(field, f"tag filter {text!r} must be key=value")
     return check_tag(key, value, field)
 
 
 def check_content(content: str, limit: int, field: str = "content") -> str:
     if not content or not content.strip():
-        raise _invalid(field, "content is empty")
+        raise invalid(field, "content is empty")
     if len(content) > limit:
-        raise _invalid(field, f"content has {len(content)} characters; at most {limit}")
+        raise invalid(field, f"content has {len(content)} characters; at most {limit}")
     if "\x00" in content:
-        raise _invalid(field, "content holds a NUL character")
+        raise invalid(field, "content holds a NUL character")
     if not _is_unicode(content):
-        raise _invalid(field, "content holds a lone surrogate, which is not Unicode text")
+        raise invalid(field, "content holds a lone surrogate, which is not Unicode text")
     return content
 
 
@@ -136,21 +132,21 @@ def check_query(q: str, limit: int, field: str = "q") -> str:
     """A search's text: some words, no control character but tab and line breaks (a NUL
     or an escape would reach FTS5 and the tokenizer as nothing, and match everything)."""
     if not q or not q.strip():
-        raise _invalid(field, "q must hold some text to search for")
+        raise invalid(field, "q must hold some text to search for")
     if len(q) > limit:
-        raise _invalid(field, f"q is longer than {limit} characters")
+        raise invalid(field, f"q is longer than {limit} characters")
     control = _QUERY_CONTROL.search(q)
     if control:
-        raise _invalid(field, f"q holds a control character (U+{ord(control.group()):04X})")
+        raise invalid(field, f"q holds a control character (U+{ord(control.group()):04X})")
     if not _is_unicode(q):
-        raise _invalid(field, "q holds a lone surrogate, which is not Unicode text")
+        raise invalid(field, "q holds a lone surrogate, which is not Unicode text")
     return q
 
 
 def check_limit(limit: int) -> int:
     """A page size: a listing's or a search's `limit`."""
     if not 1 <= limit <= MAX_LIMIT:
-        raise _invalid("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+        raise invalid("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
     return limit
 
 
@@ -166,7 +162,7 @@ MAX_MOMENT_CHARS = 40
 def parse_moment(text: str, field: str = "as_of") -> datetime:
     """An RFC 3339 date-time that carries its offset, as an aware datetime in UTC."""
     if not isinstance(text, str) or len(text) > MAX_MOMENT_CHARS or not _RFC3339.match(text):
-        raise _invalid(
+        raise invalid(
             field,
             f"{field} must be an RFC 3339 date-time with a timezone, "
             "e.g. 2026-12-01T09:30:00Z or 2026-12-01T10:30:00+01:00",
@@ -179,12 +175,12 @@ def parse_moment(text: str, field: str = "as_of") -> datetime:
     try:
         moment = datetime.fromisoformat(normal)
     except ValueError:
-        raise _invalid(field, f"{field} {text!r} is not a date and time that exists") from None
+        raise invalid(field, f"{field} {text!r} is not a date and time that exists") from None
     try:
         # 0001-01-01T00:00:00+14:00 is valid RFC 3339, but in UTC it falls before year 1
         # (and 9999-12-31T23:59:59-14:00 after 9999): no datetime holds it.
         return moment.astimezone(UTC)
     except OverflowError:
-        raise _invalid(
+        raise invalid(
             field, f"{field} {text!r} falls outside the dates a memory can answer for"
         ) from None

@@ -33,7 +33,7 @@ from starlette.background import BackgroundTask
 
 from app.auth.tokens import TokenVerifier
 from app.durations import parse_duration
-from app.errors import EmbornalError, Forbidden, InvalidInput, Unauthorized
+from app.errors import EmbornalError, Forbidden, InvalidInput, Unauthorized, invalid
 from app.rules import ACTIVITY_ACTIONS, MAX_ID, MODES, Mode
 from app.ui import render
 from app.ui.sessions import MAX_SESSION_SECONDS, Session, Sessions
@@ -605,18 +605,6 @@ def policies(
     see_path: Annotated[str, Query(max_length=2200)] = "/",
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> HTMLResponse:
-    return _policies_page(request, signed, see_subject, see_path, cursor)
-
-
-def _policies_page(
-    request: Request,
-    signed: Signed,
-    see_subject: str = "",
-    see_path: str = "/",
-    cursor: str | None = None,
-    *,
-    status: int = 200,
-) -> HTMLResponse:
     memory = memory_of(request)
     try:
         _require_admin(signed)
@@ -639,7 +627,6 @@ def _policies_page(
         "policies.html",
         signed,
         nav="policies",
-        status=status,
         lines=lines,
         see_subject=see_subject,
         see_path=see_path or "/",
@@ -748,7 +735,7 @@ def parse_tags(text: str) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep:
             message = f"tags are key=value pairs separated by spaces; {pair[:64]!r} is not one"
-            raise InvalidInput(message, errors=[{"loc": ["tags"], "msg": message}])
+            raise invalid("tags", message)
         tags[key] = value
     return tags
 
@@ -786,7 +773,7 @@ def new_fact(request: Request, post: PostedDep) -> Response:
         supersedes = values["supersedes_id"].strip()
         if supersedes and not (supersedes.isascii() and supersedes.isdigit()):
             message = "supersedes must be a fact's id (a number)"
-            raise InvalidInput(message, errors=[{"loc": ["supersedes_id"], "msg": message}])
+            raise invalid("supersedes_id", message)
         item = NewFact(
             values["path"],
             values["content"],
@@ -847,7 +834,6 @@ def _tokens_page(
     *,
     include_expired: bool = False,
     issued: Any = None,
-    status: int = 200,
 ) -> HTMLResponse:
     memory = memory_of(request)
     try:
@@ -858,12 +844,11 @@ def _tokens_page(
         "tokens.html",
         signed,
         nav="tokens",
-        status=status,
         records=records,
         include_expired=include_expired,
         issued=issued,
         # As `token issue` warns: such a token works, but finds only what everyone may.
-        unnamed=issued is not None and not memory.is_named_by_a_policy(issued.record.subject),
+        unnamed=issued is not None and not issued.named,
     )
 
 

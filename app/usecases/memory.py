@@ -86,6 +86,9 @@ class IssuedToken:
 
     token: str
     record: TokenRecord
+    # Whether any policy names its subject: a token no policy names works, but finds
+    # only what everyone may (the CLI and the console warn).
+    named: bool
 
 
 def _many(n: int, one: str, many: str | None = None) -> str:
@@ -715,7 +718,8 @@ class Memory:
         activity_service.record(
             conn, ctx, self.front_end, "token_issue", jti=jti, note=f"for {subject}"
         )
-        return IssuedToken(token, record)
+        named = policy_service.is_named_by_a_policy(conn, subject)
+        return IssuedToken(token, record, named)
 
     def list_tokens(self, subject: str, *, include_expired: bool = False) -> list[TokenRecord]:
         """The subject's own tokens (every token for an admin), newest first."""
@@ -940,11 +944,6 @@ class Memory:
         validate_subject(name)
         with read_transaction(self.runtime.engine) as conn:
             policy_service.refuse_role_name(conn, name)
-
-    def is_named_by_a_policy(self, name: str) -> bool:
-        """Whether a p or g line gives `name` rights of its own (else only `everyone`'s)."""
-        with read_transaction(self.runtime.engine) as conn:
-            return policy_service.is_named_by_a_policy(conn, name)
 
     def require_admin(self, subject: str, message: str) -> None:
         """Forbidden unless the subject holds the admin role (for operators' routes)."""
