@@ -19,7 +19,6 @@ what the reader cannot see changes nothing it is shown.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -100,7 +99,7 @@ def searches(rt: Any, queries: list[str]) -> dict[str, Any]:
 
 
 def p50(values: list[float]) -> float:
-    return statistics.median(values) * 1000
+    return search_bench.ms(values)[0]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -377,34 +377,26 @@ def exact_top10(rt: Runtime, query_vectors: np.ndarray) -> tuple[list[set[int]],
                 select(facts.c.id).where(visible_current(ctx), facts.c.embedding.is_not(None))
             ).scalars()
         )
-        dbapi = conn.connection.dbapi_connection
-        # PostgreSQL: a server-side cursor, so the embeddings stream as SQLite's do.
-        postgres = conn.dialect.name == "postgresql"
-        named = {"name": "exact_top10"} if postgres else {}
-        cursor = dbapi.cursor(**named)  # type: ignore[union-attr]
-        # PostgreSQL keeps the one copy in facts_vec (vector_send: 4 bytes, big-endian).
-        cursor.execute(
-            "SELECT fact_id, substr(vector_send(embedding), 5) FROM facts_vec"
-            if postgres
-            else "SELECT id, embedding FROM facts WHERE embedding IS NOT NULL"
+        # Streamed (PostgreSQL: a server-side cursor), as the backend hands vectors out.
+        stmt = select(facts.c.id, backend(conn).vectors.stored()).where(
+            facts.c.embedding.is_not(None)
         )
-        dtype = ">f4" if postgres else "<f4"
+        streamed = conn.execution_options(stream_results=True, yield_per=50_000).execute(stmt)
         best_ids = np.full((len(query_vectors), 0), -1, dtype=np.int64)
         best_sc = np.full((len(query_vectors), 0), -np.inf, dtype=np.float32)
-        while rows := cursor.fetchmany(50_000):
-            rows = [r for r in rows if r[0] in visible]
+        for part in streamed.partitions():
+            rows = [r for r in part if r[0] in visible]
             if not rows:
                 continue
             ids = np.array([r[0] for r in rows], dtype=np.int64)
             joined = b"".join(r[1] for r in rows)
-            matrix = np.frombuffer(joined, dtype=dtype).astype(np.float32).reshape(len(rows), -1)
+            matrix = np.frombuffer(joined, dtype="<f4").reshape(len(rows), -1)
             scores = query_vectors @ matrix.T
             all_ids = np.hstack([best_ids, np.broadcast_to(ids, scores.shape)])
             all_sc = np.hstack([best_sc, scores])
             keep = np.argsort(-all_sc, axis=1, kind="stable")[:, :10]
             best_ids = np.take_along_axis(all_ids, keep, axis=1)
             best_sc = np.take_along_axis(all_sc, keep, axis=1)
-        cursor.close()
     return [set(row.tolist()) for row in best_ids], len(visible)
 
 
@@ -415,8 +407,8 @@ def recall(got: list[set[int]], truth: list[set[int]]) -> float:
 class WithoutSimilar(Memory):
     """The store as it was before `similar`: no near-duplicate search in the write."""
 
-    def _similar(self, *_args: Any, **_kwargs: Any) -> list[Any]:
-        return []
+    def _similar_batch(self, _conn: Any, _ctx: Any, vectors: Any, *_args: Any) -> list[Any]:
+        return [None if vector is None else [] for vector in vectors]
 
 
 def store_latencies(
