@@ -34,7 +34,7 @@ from starlette.background import BackgroundTask
 from app.auth.tokens import TokenVerifier
 from app.durations import parse_duration
 from app.errors import EmbornalError, Forbidden, InvalidInput, Unauthorized, invalid
-from app.rules import ACTIVITY_ACTIONS, MAX_ID, MODES, Mode
+from app.rules import ACTIVITY_ACTIONS, MAX_ID, MODES, OWNER_KEY, Mode
 from app.ui import render
 from app.ui.sessions import MAX_SESSION_SECONDS, Session, Sessions
 from app.usecases.memory import ActivityFilters, Memory, NewFact, SearchRequest
@@ -742,7 +742,7 @@ def parse_tags(text: str) -> dict[str, str]:
 
 def tags_text(tags: dict[str, str]) -> str:
     """A fact's own tags as the tags field shows them (the memory writes `owner`)."""
-    return " ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k != "owner")
+    return " ".join(f"{k}={v}" for k, v in sorted(tags.items()) if k != OWNER_KEY)
 
 
 @router.get("/facts/new")

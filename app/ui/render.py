@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup, escape
 
-from app.usecases.memory import Fact
+from app.usecases.memory import Entry, Fact
 
 # As app.services.facts.LINK: what the memory itself reads as a link.
 LINK = re.compile(r"\[\[(/[^\]\s]*)\]\]")
@@ -224,37 +224,32 @@ _CHANGE_WORDS = {
 }
 
 
-def change_line(entry: object, fact_id: int) -> Markup:
+def _fact_link(fid: int | None, css: str = "") -> Markup:
+    classes = Markup(' class="{}"').format(css) if css else Markup("")
+    return Markup('<a{} href="/ui/facts/{}">#{}</a>').format(classes, fid, fid)
+
+
+def change_line(entry: Entry, fact_id: int) -> Markup:
     """What an entry did to the fact a page shows: stored, superseded, deleted."""
-    action = getattr(entry, "action", "")
-    if action == "supersede" and getattr(entry, "supersedes_id", None) == fact_id:
-        new = getattr(entry, "fact_id", None)
-        return Markup('superseded by <a href="/ui/facts/{}">#{}</a>').format(new, new)
+    action = entry.action
+    if action == "supersede" and entry.supersedes_id == fact_id:
+        return Markup("superseded by ") + _fact_link(entry.fact_id)
     if action == "supersede":
-        old = getattr(entry, "supersedes_id", None)
-        return Markup('stored, superseding <a href="/ui/facts/{}">#{}</a>').format(old, old)
+        return Markup("stored, superseding ") + _fact_link(entry.supersedes_id)
     return Markup(escape(_CHANGE_WORDS.get(action, action.replace("_", " "))))
 
 
-def entry_what(entry: object) -> Markup:
+def entry_what(entry: Entry) -> Markup:
     """What an activity entry changed, as one line of escaped HTML: the action, then the
     fact (linked), the fact it replaced, the path (linked), tag, policy line, jti, note."""
-    parts: list[Markup] = [
-        Markup("<strong>{}</strong>").format(str(getattr(entry, "action", "")).replace("_", " "))
-    ]
-    fact_id = getattr(entry, "fact_id", None)
-    if fact_id is not None:
+    parts: list[Markup] = [Markup("<strong>{}</strong>").format(entry.action.replace("_", " "))]
+    if entry.fact_id is not None:
+        parts.append(_fact_link(entry.fact_id, "fact-link"))
+    if entry.supersedes_id is not None:
         parts.append(
-            Markup('<a class="fact-link" href="/ui/facts/{}">#{}</a>').format(fact_id, fact_id)
+            Markup('<span class="meta">replacing</span> ') + _fact_link(entry.supersedes_id)
         )
-    old = getattr(entry, "supersedes_id", None)
-    if old is not None:
-        parts.append(
-            Markup('<span class="meta">replacing</span> <a href="/ui/facts/{}">#{}</a>').format(
-                old, old
-            )
-        )
-    path = getattr(entry, "path", None)
+    path = entry.path
     if path is not None:
         where = (
             Markup('<a class="path" href="{}">{}</a>').format(path_href(path), path)
@@ -262,12 +257,13 @@ def entry_what(entry: object) -> Markup:
             else Markup('<span class="path">{}</span>').format(path)
         )
         parts.append(Markup('<span class="meta">at</span> ') + where)
-    for name, css in (("tag", "tag"), ("policy", ""), ("jti", "")):
-        value = getattr(entry, name, None)
+    for value, css, label in (
+        (entry.tag, "tag", Markup("")),
+        (entry.policy, "", Markup("")),
+        (entry.jti, "", Markup('<span class="meta">token</span> ')),
+    ):
         if value is not None:
-            label = Markup('<span class="meta">token</span> ') if name == "jti" else Markup("")
             parts.append(label + Markup('<code class="{}">{}</code>').format(css, value))
-    note = getattr(entry, "note", None)
-    if note is not None:
-        parts.append(Markup('<span class="meta">{}</span>').format(note))
+    if entry.note is not None:
+        parts.append(Markup('<span class="meta">{}</span>').format(entry.note))
     return Markup(" ").join(parts)

@@ -59,7 +59,7 @@ from app.services import policies as policy_service
 from app.services import ranking, transfer
 from app.services import search as search_service
 from app.services import tokens as token_service
-from app.services.activity import EntryPage
+from app.services.activity import Entry, EntryPage
 from app.services.activity import Filters as ActivityFilters
 from app.services.context import Context
 from app.services.embed_worker import EmbedWorker
@@ -1260,6 +1260,7 @@ __all__ = [
     "ActivityFilters",
     "Browse",
     "CheckedFact",
+    "Entry",
     "EntryPage",
     "Fact",
     "FactPage",
