@@ -271,7 +271,7 @@ def test_a_fact_shows_its_curve_and_a_correction_makes_a_chain(
     assert me.page.locator("#content a.link").get_attribute("href") == "/ui/paths/home/garden"
     shots(me.page, "fact")
     me.go(f"/ui/facts/{ids['key']}")
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         before = api.get(f"/v1/facts/{ids['key']}", params={"peek": True}).json()
     assert before["recall_count"] == 1  # the page was a peek
     me.page.fill("#supersede textarea", "The garage code changed to 8-2-6-0.")
@@ -372,7 +372,7 @@ def test_a_form_without_its_csrf_token_is_refused(
         me.page.click("#delete button")
     assert navigation.value.status == 403
     assert "CSRF" in me.page.content()
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         fact = api.get(f"/v1/facts/{ids['img']}", params={"peek": True}).json()
     assert fact["deleted_at"] is None
 
@@ -452,14 +452,14 @@ def test_store_a_fact_from_the_form_seeing_similar_facts_first(
     assert "The spare key hangs on the hook" in me.page.locator("#similar").inner_text()
     assert me.page.locator("#new-fact button", has_text="Store anyway").count() == 1
     shots(me.page, "new-fact")
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         before = len(api.get("/v1/facts", params={"under": "/home/kitchen"}).json()["facts"])
     me.page.locator("#new-fact button", has_text="Store anyway").click()
     me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
     assert "hangs on a hook" in me.page.locator("#content").inner_text()
     assert me.page.locator(".props code.tag", has_text="kind=key").count() >= 1
     assert me.page.locator(".changes li", has_text="over the console").count() == 1
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         after = len(api.get("/v1/facts", params={"under": "/home/kitchen"}).json()["facts"])
     assert after == before + 1
     assert me.errors == []
@@ -468,7 +468,7 @@ def test_store_a_fact_from_the_form_seeing_similar_facts_first(
 def test_change_a_facts_tags_supersedes_it(
     person: Callable[[], Person], server: LiveServer
 ) -> None:
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         card = api.post(
             "/v1/facts",
             json={
@@ -498,7 +498,7 @@ def test_change_a_facts_tags_supersedes_it(
 def test_delete_asks_first_and_cancel_keeps_the_fact(
     person: Callable[[], Person], server: LiveServer, shots: Callable[..., Path]
 ) -> None:
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         doomed = api.post(
             "/v1/facts",
             json={"path": "/home/car", "content": "The car wash token is in the glovebox."},
@@ -512,13 +512,13 @@ def test_delete_asks_first_and_cancel_keeps_the_fact(
     shots(me.page, "confirm-delete")
     me.page.click("text=Cancel")
     me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         assert api.get(f"/v1/facts/{doomed['id']}", params={"peek": True}).status_code == 200
     me.page.click("#delete button")
     me.page.locator("#confirm button", has_text="Delete").click()
     me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
     assert me.page.locator("h1 .badge.bad", has_text="deleted").count() == 1
-    with httpx.Client(base_url=server.base_url, headers=server.headers) as api:
+    with server.client() as api:
         assert api.get(f"/v1/facts/{doomed['id']}").status_code == 404
     assert me.errors == []
 
