@@ -19,6 +19,7 @@ what the reader cannot see changes nothing it is shown.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
     parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
+    parser.add_argument("--home", type=Path, help="keep the two memories here (SQLite), reused")
     args = parser.parse_args(argv)
     if args.smoke:
         args.own, args.others, args.queries, args.unique = 300, 1500, 4, 120
@@ -125,12 +127,17 @@ def main(argv: list[str] | None = None) -> None:
         try:
             print(databases.describe())
             for name, others in (("alone", 0), ("shared", args.others)):
-                home = root / name
-                home.mkdir()
+                home = (args.home or root) / f"{name}-{args.own}-{others}"
+                marker = home / "built.json"
+                home.mkdir(parents=True, exist_ok=True)
                 url = databases.url(args.own + others)
                 rt = open_runtime(search_bench.settings_for(home, url=url))
                 try:
-                    built[name] = build(rt, args.own, others, unique, vectors)
+                    if url is None and marker.exists():
+                        built[name] = json.loads(marker.read_text())
+                    else:
+                        built[name] = build(rt, args.own, others, unique, vectors)
+                        marker.write_text(json.dumps(built[name]))
                     rt.embedder = embedder
                     rt.load_vector_index()
                     results[name] = searches(rt, queries)

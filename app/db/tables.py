@@ -84,6 +84,9 @@ facts = Table(
     # NULL while waiting for a model; SQLite: the vector (float32 little-endian, its one
     # full copy); PostgreSQL: true, the vector being facts_vec's (EmbeddingColumn).
     Column("embedding", EmbeddingColumn, nullable=True),
+    # Where the fact sits and whose it is, as words the keyword index holds beside its
+    # own (app.acl.scope.fact_scope; migration 0010). Written once, with the fact.
+    Column("scope", Text, nullable=False),
     # Listings `as_of` a moment seek to it (migration 0006).
     Index("ix_facts_created_at", "created_at", "id"),
 )
@@ -207,4 +210,4 @@ effective_path_tags = table(
 effective_fact_tags = table(
     "effective_fact_tags", column("fact_id"), column("key"), column("value"), column("source")
 )
-facts_fts = table("facts_fts", column("rowid"), column("content"), column("rank"))
+facts_fts = table("facts_fts", column("rowid"), column("content"), column("scope"), column("rank"))

@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from app import b64url
 from app.acl.compile import object_predicate
 from app.acl.model import ObjectPattern, Resource
+from app.acl.scope import fact_scope
 from app.db.dialects import backend
 from app.db.tables import effective_fact_tags, fact_tags, facts, meta, paths
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound, invalid
@@ -605,6 +606,7 @@ def store_facts(
                 "path_id": path_id,
                 "content": item.content,
                 "owner": ctx.subject,
+                "scope": fact_scope(item.path, own_tags),
                 "supersedes_id": item.supersedes_id,
                 "created_at": now,
                 "recall_count": 0,

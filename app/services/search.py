@@ -57,7 +57,7 @@ from app.services.vector_index import (
     VectorIndex,
     unpack_blobs,
 )
-from app.services.visibility import visible_current
+from app.services.visibility import readable_scope, visible_current
 
 # A query's words looked up in the keyword index: its longest this many. Each one is a
 # walk of the index under the reader's rules: on the dev parts 6 ranked as 8 did (per
@@ -72,6 +72,10 @@ MATCH_WINDOW = 100
 # MIN_RESCORED) are re-scored exactly from facts.embedding: the int8 order is right
 # to ~1e-3 in cosine, so the true top 10 are among them (bench/search_bench.py).
 MIN_RESCORED = 30
+# A candidate's access check in SQL costs about this many times what a member of the
+# reader's part of the index costs its walk (~7 us against ~0.6 us at 100k facts,
+# bench.reader_cost_bench): see _scoped_at_most.
+CHECK_COST = 12
 EXACT_RERANK = 2
 # Hybrid's candidates: the nearest SEMANTIC_DEPTH facts, the best KEYWORD_DEPTH keyword
 # matches and the SPAN_DEPTH nearest facts created in a span the question names (or
@@ -209,8 +213,8 @@ class _Visibility:
     database once. The searches of one snapshot share one: a batch's `similar` searches
     ask for their candidates together, and a fact near many of them is read once."""
 
-    def __init__(self, conn: Connection, scope: Scope) -> None:
-        self.conn, self.scope = conn, scope
+    def __init__(self, conn: Connection, scope: Scope, index: VectorIndex | None = None) -> None:
+        self.conn, self.scope, self.index = conn, scope, index
         self._asked: set[int] = set()
         self._kept: dict[int, bytes] = {}
         self._every: dict[int, bytes] | None = None
@@ -222,6 +226,32 @@ class _Visibility:
             self._kept.update(_visible_vectors(self.conn, self.scope, missing))
             self._asked.update(missing)
         return {fid: self._kept[fid] for fid in ids if fid in self._kept}
+
+    def scope_members(self, at_most: int) -> np.ndarray | None:
+        """The facts holding one of the reader's scope tokens (a superset of what it may
+        read), when the tokens narrow the memory to at most `at_most` facts. Kept by the
+        index between searches: a search reads only those stored since (fact ids grow;
+        a wipe reloads the index, which forgets them)."""
+        tokens = readable_scope(self.conn, self.scope.ctx)
+        if tokens is None or self.index is None:
+            return None
+        key = tuple(tokens)
+        known = self.index.members_known(key)
+        if isinstance(known, int) and known >= at_most:
+            return None  # found larger than this before
+        keywords = backend(self.conn).keywords
+        if isinstance(known, np.ndarray):
+            after = int(known[-1]) if len(known) else 0
+            new = keywords.scope_members(self.conn, tokens, at_most + 1 - len(known), after)
+            members = np.concatenate([known, np.asarray(new, np.int64)]) if new else known
+        else:
+            members = np.asarray(keywords.scope_members(self.conn, tokens, at_most + 1), np.int64)
+        if len(members) > at_most:
+            if not isinstance(known, np.ndarray):
+                self.index.remember_members(key, at_most)
+            return None
+        self.index.remember_members(key, members)
+        return members
 
     def every_scored(self, query: np.ndarray) -> list[tuple[int, float]]:
         """Every fact the scope keeps that has a vector, scored exactly against `query`:
@@ -293,7 +323,7 @@ def semantic_ranking(
     """
     index.refresh(conn)
     walk = _Walk(index.probe(query), want, rescore)
-    return walk.run(_Visibility(conn, scope), vectors)
+    return walk.run(_Visibility(conn, scope, index), vectors)
 
 
 class _Walk:
@@ -321,8 +351,13 @@ class _Walk:
     def run(
         self, visibility: _Visibility, vectors: dict[int, bytes] | None = None
     ) -> list[tuple[int, float]]:
-        probe, query, want, needed = self.probe, self.probe.query, self.want, self.needed
+        probe, want, needed = self.probe, self.want, self.needed
         blobs: dict[int, bytes] = {} if vectors is None else vectors
+        # A reader whose scope tokens name a small part of the index walks that part:
+        # the index's best cells would hold few facts it may see (see _scoped_at_most).
+        members = visibility.scope_members(_scoped_at_most(needed, probe.total))
+        if members is not None:
+            return self._within(members, visibility, blobs)
         visible: list[tuple[int, float]] = []
         seen: set[int] = set()
         examined = 0
@@ -356,16 +391,61 @@ class _Walk:
                 # The share of visible facts so far tells how far the rest would go.
                 share = max(len(visible), 1) / max(examined, 1)
                 if examined + missing / share > probe.total / 4:
-                    return _best(visibility.every_scored(query), want)
+                    return self._everything(visibility, blobs)
                 start += chunk
                 chunk *= 2
         if len(visible) < want and examined < probe.total:
             # Every cell taken, yet some visible facts were not among any cell's best.
-            return _best(visibility.every_scored(query), want)
+            return self._everything(visibility, blobs)
+        return self._finish(visible, blobs)
+
+    def _finish(
+        self, visible: list[tuple[int, float]], blobs: dict[int, bytes]
+    ) -> list[tuple[int, float]]:
+        """The best `want` of the visible candidates found, the best `needed` of them
+        scored exactly first (unless not `rescore`)."""
         if not self.rescore:
-            return _best(visible, want)
-        best = [fid for fid, _ in _best(visible, needed)]
-        return _best(_scored(best, blobs, query), want)
+            return _best(visible, self.want)
+        best = [fid for fid, _ in _best(visible, self.needed)]
+        return _best(_scored(best, blobs, self.probe.query), self.want)
+
+    def _everything(
+        self, visibility: _Visibility, blobs: dict[int, bytes]
+    ) -> list[tuple[int, float]]:
+        """The walk's last resort, when few of the index's best are visible: the reader's
+        own part of the index walked whole, when its scope tokens name a part smaller
+        than a quarter of the index (a cost in proportion to what it can see); else
+        every visible fact read from the database and scored."""
+        probe = self.probe
+        members = visibility.scope_members(probe.total // 4)
+        if members is None:
+            return _best(visibility.every_scored(probe.query), self.want)
+        return self._within(members, visibility, blobs)
+
+    def _within(
+        self, members: np.ndarray, visibility: _Visibility, blobs: dict[int, bytes]
+    ) -> list[tuple[int, float]]:
+        """The walk over the codes of `members` only, best first, checked in chunks."""
+        ranked, similarity = self.probe.within(members)
+        visible: list[tuple[int, float]] = []
+        for start in range(0, len(ranked), self.first_width):
+            chunk = ranked[start : start + self.first_width].tolist()
+            kept = visibility.vectors(chunk)
+            blobs.update(kept)
+            near = similarity[start : start + self.first_width].tolist()
+            visible += [(f, 1.0 - s) for f, s in zip(chunk, near, strict=True) if f in kept]
+            if len(visible) >= self.needed:
+                break
+        return self._finish(visible, blobs)
+
+
+def _scoped_at_most(needed: int, total: int) -> int:
+    """The most members a reader's part of the index may hold for a walk over it to cost
+    less than the walk of the whole index. The whole index's walk checks about
+    needed x total / members candidates in SQL before it has `needed` visible ones; the
+    part's walk costs a little for each member (its id from FTS5, its flag, its int8
+    approximation). Equal at members = sqrt(CHECK_COST x needed x total)."""
+    return min(math.isqrt(CHECK_COST * needed * total), total // 4)
 
 
 def _best(scored: list[tuple[int, float]], want: int) -> list[tuple[int, float]]:
@@ -518,12 +598,18 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> Keyword:
         return Keyword((), {}, {})
     scope = Scope(ctx, query.under, tuple(query.tags), query.min_strength, query.as_of)
     keywords = backend(conn).keywords
+    # The index walks only the facts holding one of the reader's scope tokens, when
+    # they narrow the memory: the same rows pass the clauses, found among fewer.
+    within = readable_scope(conn, ctx)
+    scoped = within is not None
     stmt = scope.statement(
-        f"matches-{len(terms)}", lambda clauses: keywords.matches_statement(clauses, len(terms))
+        f"matches-{len(terms)}-{scoped}",
+        lambda clauses: keywords.matches_statement(clauses, len(terms), scoped),
     )
     found: dict[int, set[int]] = {i: set() for i in range(len(terms))}
     lengths: dict[int, int] = {}
-    for term, fid, n in keywords.matches(conn, stmt, keywords.match_params(terms, MATCH_WINDOW)):
+    params = keywords.match_params(terms, MATCH_WINDOW, within)
+    for term, fid, n in keywords.matches(conn, stmt, params):
         found[term].add(fid)
         lengths[fid] = n
     half = Keyword(terms, {t: frozenset(found[i]) for i, t in enumerate(terms)}, lengths)
@@ -749,7 +835,7 @@ def similar_to_many(
     scope = Scope(ctx)
     out: list[list[tuple[int, float]]] = []
     stored = backend(conn).vectors
-    visibility = _Visibility(conn, scope)
+    visibility = _Visibility(conn, scope, index)
     if not stored.in_database:
         index.refresh(conn)
     for start in range(0, len(vectors), SIMILAR_GROUP):

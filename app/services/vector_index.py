@@ -68,6 +68,8 @@ MIN_PROBE = 8
 RANKED_HEAD = 8_000
 HEAD_SHARE = 8
 MIN_HEAD = 1_000
+# Readers' parts kept (VectorIndex.members_known): one per reader's set of tokens.
+MEMBERS_KEPT = 256
 # An appended segment holds at least this many rows, and at most an eighth of its
 # cell: growing never copies what is there, and the slack stays small.
 MIN_SEGMENT = 64
@@ -379,7 +381,12 @@ class VectorIndex:
         self._generation: str | None = None
         self._nbytes = 0
         self._loaded_approx: NDArray[np.int8] = np.empty((0, 0), np.int8)
+        self._loaded_ids: NDArray[np.int64] = np.empty(0, np.int64)
         self.loads = 0  # whole loads from facts_vec (a test counts them)
+        # Readers' parts of the memory (scope tokens -> the facts holding one, ascending,
+        # or the bound they were found to pass): kept between searches, a search reading
+        # only the facts stored since; emptied on every load (a wipe reloads).
+        self._members: dict[tuple[str, ...], NDArray[np.int64] | int] = {}
         # Set once the index has been loaded: readiness waits for it.
         self.ready = threading.Event()
 
@@ -446,7 +453,8 @@ class VectorIndex:
                 self._cells[cell].segments.append(
                     [ids[lo:hi], bits[lo:hi], approx[lo:hi], int(hi - lo), int(lo)]
                 )
-        self._loaded_approx = approx
+        self._loaded_approx, self._loaded_ids = approx, ids[:filled]
+        self._members = {}
         self._size, self._nbytes = filled, nbytes
         self._last_seq = last
         self.loads += 1
@@ -473,6 +481,17 @@ class VectorIndex:
             self._last_seq = rows[-1].seq
         self._last_seq = last
 
+    def members_known(self, tokens: tuple[str, ...]) -> NDArray[np.int64] | int | None:
+        """A reader part's facts as last read, the bound it was found to pass, or None."""
+        with self._lock:
+            return self._members.get(tokens)
+
+    def remember_members(self, tokens: tuple[str, ...], found: NDArray[np.int64] | int) -> None:
+        with self._lock:
+            if len(self._members) >= MEMBERS_KEPT:
+                self._members.clear()
+            self._members[tokens] = found
+
     def nbytes(self) -> int:
         """Memory the codes and ids take (capacity included)."""
         with self._lock:
@@ -492,12 +511,12 @@ class VectorIndex:
             cells = [list(c.segments) for c in self._cells]
             counts = [[s[3] for s in c] for c in cells]
             centers = self._centroids
-            loaded = self._loaded_approx
+            loaded, loaded_ids = self._loaded_approx, self._loaded_ids
         if centers is not None and len(centers) == len(cells):
             order = np.argsort(-(centers @ query), kind="stable")
         else:
             order = np.arange(len(cells))
-        return Probe(cells, counts, order, query, self._size, loaded)
+        return Probe(cells, counts, order, query, self._size, loaded, loaded_ids)
 
 
 class Probe:
@@ -512,9 +531,12 @@ class Probe:
         query: NDArray[np.float32],
         total: int,
         loaded: NDArray[np.int8],
+        loaded_ids: NDArray[np.int64] | None = None,
     ) -> None:
         self._cells, self._counts, self._order = cells, counts, order
+        # The codes loaded at start, as one array (each cell's first segment a slice).
         self._loaded = loaded
+        self._loaded_ids = np.empty(0, np.int64) if loaded_ids is None else loaded_ids
         self._next = 0
         self.query = query
         self.query_code = binary_codes(query.reshape(1, -1))[0]
@@ -570,15 +592,51 @@ class Probe:
         for number in np.unique(which[~loaded]):
             rows = which == number
             approx[rows] = segments[number][2][local[rows]]
-        # In blocks of 256 rows: the float32 copy of a block stays in cache. Converting
-        # the whole head first took 2-12 ms here against 0.3 ms (bench/search_bench.py).
-        similarity = np.empty(len(top), dtype=np.float32)
-        for start in range(0, len(top), 256):
-            block = approx[start : start + 256].astype(np.float32)
-            similarity[start : start + 256] = block @ self.query
-        similarity /= 127.0
+        similarity = _approximate(approx, self.query)
         order = np.argsort(-similarity, kind="stable")
         return ids[top[order]], similarity[order]
+
+    def within(self, fact_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray]:
+        """The codes of the facts among `fact_ids`, from every cell, best first by their
+        int8 approximations, with that similarity: a walk over a reader's own part of
+        the index, whatever cells it lies in (a flag lookup per code, an approximation
+        per fact asked about)."""
+        wanted = np.asarray(fact_ids, dtype=np.int64)
+        if len(wanted) == 0:
+            return wanted, np.empty(0, np.float32)
+        # One flag per fact id up to the largest asked about; the last one stays off,
+        # for every id beyond it.
+        flags = np.zeros(int(wanted.max()) + 2, dtype=bool)
+        flags[wanted] = True
+        beyond = len(flags) - 1
+        # The codes loaded at start in one lookup, those appended since segment by segment.
+        loaded = np.flatnonzero(flags[np.minimum(self._loaded_ids, beyond)])
+        found = [self._loaded_ids[loaded]]
+        approx = [self._loaded[loaded]]
+        for cell, counts in zip(self._cells, self._counts, strict=True):
+            for segment, rows in zip(cell, counts, strict=True):
+                if rows == 0 or segment[4] >= 0 or segment[2].shape[1] != len(self.query):
+                    continue
+                ids = segment[0][:rows]
+                hit = flags[np.minimum(ids, beyond)]
+                if hit.any():
+                    found.append(ids[hit])
+                    approx.append(segment[2][:rows][hit])
+        ids = np.concatenate(found)
+        similarity = _approximate(np.concatenate(approx), self.query)
+        order = np.argsort(-similarity, kind="stable")
+        return ids[order], similarity[order]
+
+
+def _approximate(approx: NDArray[np.int8], query: NDArray[np.float32]) -> NDArray[np.float32]:
+    """The cosine similarity of each int8 approximation with `query`. In blocks of 256
+    rows: the float32 copy of a block stays in cache. Converting the whole array first
+    took 2-12 ms here against 0.3 ms for 8,000 rows (bench/search_bench.py)."""
+    similarity = np.empty(len(approx), dtype=np.float32)
+    for start in range(0, len(approx), 256):
+        similarity[start : start + 256] = approx[start : start + 256].astype(np.float32) @ query
+    similarity /= 127.0
+    return similarity
 
 
 def hamming_order(distances: NDArray[np.uint16], head: int) -> NDArray[np.intp]:

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, or_, select, true
+from sqlalchemy import Connection, and_, or_, select, true, tuple_
 
-from app.db.tables import facts
+from app.acl import scope
+from app.db.tables import facts, path_tags, paths
 from app.services.context import Context
 
 
 def readable(ctx: Context) -> Any:
     """Facts the subject may read: the compiled ACL fragment."""
     return ctx.access.read_clause(facts.c.id, facts.c.path_id)
+
+
+def readable_scope(conn: Connection, ctx: Context) -> list[str] | None:
+    """The scope tokens one of which every fact the subject may read holds (app.acl.
+    scope), or None when they would not narrow the memory. The nodes whose path tags a
+    tag rule names are read in the caller's snapshot: path tags change."""
+    rules = ctx.access.rules("read")
+    if not scope.narrows(rules):
+        return None
+    wanted = scope.inherited_tags(rules)
+    tagged: list[str] = []
+    if wanted:
+        tagged = list(
+            conn.execute(
+                select(paths.c.path)
+                .join(path_tags, path_tags.c.path_id == paths.c.id)
+                .where(tuple_(path_tags.c.key, path_tags.c.value).in_(wanted))
+            ).scalars()
+        )
+    return scope.reader_tokens(rules, tagged)
 
 
 # Built once: the read fragment is cached per column object, and a fresh alias on

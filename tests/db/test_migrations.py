@@ -9,6 +9,7 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
+from app.acl.scope import fact_scope, tag_token
 from app.db import migrate
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.db.seed import MEMORY_FACTS
@@ -208,3 +209,38 @@ def test_0004_moves_the_vectors_into_codes_and_back(tmp_path: Path) -> None:
             "SELECT count(*) FROM sqlite_master WHERE name = 'facts_vec_centroids'"
         ).scalar()
     engine.dispose()
+
+
+def test_0010_gives_every_fact_its_scope_tokens_in_the_keyword_index(tmp_path: Path) -> None:
+    """An existing memory: each fact's tokens written from its path and own tags, the
+    FTS5 index rebuilt with them as a second column (a word never matches a token), and
+    the downgrade back to the one-column index, its words still found."""
+    engine = make_engine(tmp_path / "m.db")
+    migrate.upgrade(engine, 32, revision="0009")
+    with engine.begin() as conn:
+        path_id = conn.exec_driver_sql("SELECT id FROM paths WHERE path = '/memory'").scalar_one()
+        fid = conn.exec_driver_sql(
+            "INSERT INTO facts (path_id, content, owner, created_at) "
+            "VALUES (?, 'kelp harbor', 'alice', 0) RETURNING id",
+            (path_id,),
+        ).scalar_one()
+        conn.exec_driver_sql(
+            "INSERT INTO fact_tags (fact_id, key, value) VALUES (?, 'owner', 'alice'), "
+            "(?, 'team', 'x')",
+            (fid, fid),
+        )
+    migrate.upgrade(engine, 32)
+    held = fact_scope("/memory", {"owner": "alice", "team": "x"})
+    with read_transaction(engine) as conn:
+        assert conn.exec_driver_sql("SELECT scope FROM facts WHERE id = ?", (fid,)).scalar() == held
+        match = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ?"
+        token = tag_token("team", "x")
+        assert conn.exec_driver_sql(match, (f"{{scope}} : {token}",)).scalars().all() == [fid]
+        starters = conn.exec_driver_sql("SELECT count(*) FROM facts WHERE scope = ''").scalar()
+        assert starters == 0  # the /memory facts the migrations wrote have theirs too
+        assert conn.exec_driver_sql(match, (f"{{content}} : {token}",)).scalars().all() == []
+        assert conn.exec_driver_sql(match, ("{content} : kelp",)).scalars().all() == [fid]
+    migrate.downgrade(engine, "0009")
+    with read_transaction(engine) as conn:
+        assert "scope" not in {c["name"] for c in inspect(conn).get_columns("facts")}
+        assert conn.exec_driver_sql(match, ("kelp",)).scalars().all() == [fid]

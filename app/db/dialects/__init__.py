@@ -34,17 +34,28 @@ class Keywords(Protocol):
     """The keyword index. A term is one word of a query (letters and digits, as
     app.services.search.query_terms gives it): the index matches it by its stem."""
 
-    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
+    def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
         """One statement for `terms` terms: for each, the facts that pass `clauses` and
         hold it, newest (highest id) first, at most `:limit` of them, as (the term's
         index, fact id, characters of content). Each term's walk stops after `:limit`
-        rows pass, however many facts hold it. match_params() binds it."""
+        rows pass, however many facts hold it. match_params() binds it. `scoped`: the
+        index's walk is narrowed to the facts holding one of the scope tokens the
+        params name (app.acl.scope), found in the index with the words."""
         ...
 
-    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]: ...
+    def match_params(
+        self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
+    ) -> dict[str, Any]: ...
 
     def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
         """Run the matches statement: its rows."""
+        ...
+
+    def scope_members(
+        self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
+    ) -> list[int]:
+        """The first `limit` facts after fact id `after` (ascending) holding one of the
+        scope `tokens` (app.acl.scope)."""
         ...
 
     def document_frequency(self, conn: Connection, term: str) -> int:

@@ -84,13 +84,17 @@ def _tsquery(term: Any) -> Any:
 
 
 _TSV: Any = literal_column("facts.content_tsv")
+_SCOPE_TSV: Any = literal_column("facts.scope_tsv")
 # A parameter SQLAlchemy hands to the driver as it is: psycopg sends a numpy array to
 # a vector column through pgvector's binary dumper (_binary_vectors).
 _ANY = NullType()
 
 
 class PostgresKeywords:
-    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
+    def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
+        if scoped:  # the reader's tokens (match_params), through facts_scope_tsv_idx
+            within = func.to_tsquery("simple", bindparam("scope"))
+            clauses = [_SCOPE_TSV.op("@@")(within), *clauses]
         parts = []
         for i in range(terms):
             newest = (
@@ -103,8 +107,13 @@ class PostgresKeywords:
             parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
         return union_all(*parts) if len(parts) > 1 else parts[0]
 
-    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
-        return {**{f"term{i}": t for i, t in enumerate(terms)}, "limit": limit}
+    def match_params(
+        self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {f"term{i}": t for i, t in enumerate(terms)}
+        if scope:
+            params["scope"] = " | ".join(scope)
+        return {**params, "limit": limit}
 
     def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
         """The statement with hashing its subqueries out of the planner's reach: the
@@ -123,6 +132,19 @@ class PostgresKeywords:
             return conn.execute(stmt, params).all()
         finally:
             conn.exec_driver_sql("RESET work_mem; RESET plan_cache_mode")
+
+    def scope_members(
+        self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
+    ) -> list[int]:
+        within = _SCOPE_TSV.op("@@")(func.to_tsquery("simple", bindparam("scope")))
+        stmt = (
+            select(facts.c.id)
+            .where(within, facts.c.id > bindparam("after"))
+            .order_by(facts.c.id)
+            .limit(limit)
+        )
+        params = {"scope": " | ".join(tokens), "after": after}
+        return list(conn.execute(stmt, params).scalars())
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))

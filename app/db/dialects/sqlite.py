@@ -37,9 +37,11 @@ def _phrase(term: str) -> str:
 
 
 class SqliteKeywords:
-    def matches_statement(self, clauses: list[Any], terms: int) -> Any:
+    def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
         # FTS5 hands out its matches newest first (its doclists read backwards); with the
-        # LIMIT each term's walk stops after that many rows pass the clauses.
+        # LIMIT each term's walk stops after that many rows pass the clauses. The scope
+        # tokens, when given, are in each term's MATCH string (match_params): FTS5
+        # intersects the doclists, the statement is the same.
         parts = []
         for i in range(terms):
             newest = (
@@ -53,15 +55,36 @@ class SqliteKeywords:
             parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
         return union_all(*parts) if len(parts) > 1 else parts[0]
 
-    def match_params(self, terms: Sequence[str], limit: int) -> dict[str, Any]:
-        return {**{f"term{i}": _phrase(t) for i, t in enumerate(terms)}, "limit": limit}
+    def match_params(
+        self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
+    ) -> dict[str, Any]:
+        # The words in the content column only: a scope token is never a match for one.
+        within = f" AND {{scope}} : ({' OR '.join(scope)})" if scope else ""
+        return {
+            **{f"term{i}": f"{{content}} : {_phrase(t)}{within}" for i, t in enumerate(terms)},
+            "limit": limit,
+        }
 
     def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
         return conn.execute(stmt, params).all()
 
+    def scope_members(
+        self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
+    ) -> list[int]:
+        stmt = (
+            select(facts_fts.c.rowid)
+            .where(_FTS.op("MATCH")(bindparam("m")), facts_fts.c.rowid > bindparam("after"))
+            .order_by(facts_fts.c.rowid)
+            .limit(limit)
+        )
+        within = f"{{scope}} : ({' OR '.join(tokens)})"
+        return list(conn.execute(stmt, {"m": within, "after": after}).scalars())
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
-            select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(_phrase(term)))
+            select(func.count())
+            .select_from(facts_fts)
+            .where(_FTS.op("MATCH")(f"{{content}} : {_phrase(term)}"))
         ).scalar_one()
 
 

@@ -34,6 +34,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE
+from app.acl.scope import fact_scope
 from app.db import migrate
 from app.db.dialects import backend
 from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
@@ -295,6 +296,7 @@ def _import_facts(
             "path_id": path_id,
             "content": record.content,
             "owner": record.owner,
+            "scope": fact_scope(record.path, record.tags),
             "supersedes_id": supersedes,
             "deleted_at": record.deleted_at,
             "created_at": record.created_at,
