@@ -76,9 +76,12 @@ def inherited_tags(rules: Iterable[tuple[ObjectPattern, str]]) -> list[tuple[str
 
 def narrows(rules: Iterable[tuple[ObjectPattern, str]]) -> bool:
     """Whether tokens could narrow what the rules let a subject read: not when one
-    allows the whole tree (nor when none allows anything: the fragment is false)."""
-    allows = [p for p, effect in rules if effect == "allow"]
-    return bool(allows) and not any(p.kind != "tag" and p.path == "/" for p in allows)
+    allows the whole tree, nor when they name more tokens than a walk can afford (each
+    allow names one at least), nor when none allows anything (the fragment is false)."""
+    allows = {p for p, effect in rules if effect == "allow"}
+    if not allows or len(allows) > MAX_READER_TOKENS:
+        return False
+    return not any(p.kind != "tag" and p.path == "/" for p in allows)
 
 
 def reader_tokens(

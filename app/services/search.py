@@ -439,6 +439,18 @@ class _Walk:
         return self._finish(visible, blobs)
 
 
+def _small_part(conn: Connection, ctx: Context, want: int) -> list[str] | None:
+    """The reader's scope tokens when the part of the memory they name is small enough
+    that scoring it whole costs less than the index's walk (_scoped_at_most), for a
+    database that searches vectors itself (PostgreSQL)."""
+    tokens = readable_scope(conn, ctx)
+    if tokens is None:
+        return None
+    bk = backend(conn)
+    at_most = _scoped_at_most(max(want, MIN_RESCORED), bk.vectors.estimated_vectors(conn))
+    return tokens if bk.keywords.scope_count(conn, tokens, at_most) <= at_most else None
+
+
 def _scoped_at_most(needed: int, total: int) -> int:
     """The most members a reader's part of the index may hold for a walk over it to cost
     less than the walk of the whole index. The whole index's walk checks about
@@ -680,7 +692,8 @@ def _nearest(
     if few is not None:
         nearest = _best(_scored(few, _blobs_of(conn, few), query.vector), depth)
     elif vectors.in_database:
-        nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth)
+        within = _small_part(conn, ctx, depth)
+        nearest = vectors.nearest(conn, scope.clauses(), query.vector, depth, within)
     else:
         # Hybrid scores its candidates itself, from the vectors the access check hands
         # out: the int8 order is enough to choose them.

@@ -58,6 +58,10 @@ class Keywords(Protocol):
         scope `tokens` (app.acl.scope)."""
         ...
 
+    def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
+        """How many facts hold one of the scope `tokens`, counted up to `at_most` + 1."""
+        ...
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         """Facts of the whole index holding `term`: for checks that the index is in step,
         never for a score."""
@@ -97,10 +101,20 @@ class Vectors(Protocol):
         """After a bulk load: build the index `pause_index` stopped."""
         ...
 
+    def estimated_vectors(self, conn: Connection) -> int:
+        """About how many vectors the memory holds (a planner's estimate will do)."""
+        ...
+
     def nearest(
-        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+        self,
+        conn: Connection,
+        filters: list[Any],
+        query: np.ndarray,
+        want: int,
+        within: Sequence[str] | None = None,
     ) -> list[tuple[int, float]]:
-        """(fact id, cosine distance) nearest first among the facts the filters keep."""
+        """(fact id, cosine distance) nearest first among the facts the filters keep;
+        `within`: scope tokens naming a small part of the memory that holds them all."""
         ...
 
     def nearest_many(

@@ -146,6 +146,12 @@ class PostgresKeywords:
         params = {"scope": " | ".join(tokens), "after": after}
         return list(conn.execute(stmt, params).scalars())
 
+    def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
+        within = _SCOPE_TSV.op("@@")(func.to_tsquery("simple", bindparam("scope")))
+        first = select(facts.c.id).where(within).limit(at_most + 1).subquery()
+        stmt = select(func.count()).select_from(first)
+        return int(conn.execute(stmt, {"scope": " | ".join(tokens)}).scalar_one())
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))
         return conn.execute(stmt.select_from(facts), {"term": term}).scalar_one()
@@ -222,32 +228,43 @@ class PostgresVectors:
         conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
         create_hnsw_index(conn)
 
+    def estimated_vectors(self, conn: Connection) -> int:
+        # The planner's estimate (kept by ANALYZE and autovacuum): a count would read
+        # the table. Before any, -1: then the count, on a memory that is new.
+        estimate = conn.exec_driver_sql(
+            "SELECT reltuples FROM pg_class WHERE oid = 'facts_vec'::regclass"
+        ).scalar()
+        if estimate is not None and estimate >= 0:
+            return int(estimate)
+        return int(conn.exec_driver_sql("SELECT count(*) FROM facts_vec").scalar_one())
+
     def nearest(
-        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+        self,
+        conn: Connection,
+        filters: list[Any],
+        query: np.ndarray,
+        want: int,
+        within: Sequence[str] | None = None,
     ) -> list[tuple[int, float]]:
         """HNSW under the filters: pgvector 0.8's iterative scan keeps walking the
         graph until `fetch` rows pass the WHERE (the ACL fragment included), so a
-        filtered page fills instead of starving after a fixed-k scan."""
+        filtered page fills instead of starving after a fixed-k scan. With `within`
+        (scope tokens naming a small part of the memory), that part is scored whole
+        instead: the graph's walk would go through the hidden neighbours first."""
         fetch = _fetch(want)
-        _walk_settings(conn, fetch)
         _binary_vectors(conn)
         distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
             bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY)
         )
+        if within:
+            scoped = [_SCOPE_TSV.op("@@")(func.to_tsquery("simple", " | ".join(within)))]
+            return _nearest_first(_every_scored(conn, [*scoped, *filters], distance, fetch), want)
+        _walk_settings(conn, fetch)
         rows = conn.execute(_walk(filters, distance).limit(fetch)).all()
         if len(rows) < want:
-            base = (
-                select(facts.c.id, distance.label("distance"))
-                .select_from(_VECTORS.join(facts, facts.c.id == _VECTORS.c.fact_id))
-                .where(*filters)
-            )
             # The scan gave up (hnsw.max_scan_tuples) before the filters let `want`
             # through: the filters keep few facts, so score all of them exactly.
-            # A materialized CTE keeps the planner from the index.
-            kept = base.cte("kept").prefix_with("MATERIALIZED")
-            rows = conn.execute(
-                select(kept.c.id, kept.c.distance).order_by(kept.c.distance).limit(fetch)
-            ).all()
+            rows = _every_scored(conn, filters, distance, fetch)
         return _nearest_first(rows, want)
 
     def nearest_many(
@@ -319,6 +336,21 @@ def _walk(filters: list[Any], distance: Any) -> Any:
         .where(visible.is_not(None))
         .order_by(distance)
     )
+
+
+def _every_scored(conn: Connection, filters: list[Any], distance: Any, fetch: int) -> Any:
+    """The nearest `fetch` of every fact the filters keep, each scored exactly. A
+    materialized CTE keeps the planner from the HNSW index."""
+    kept = (
+        select(facts.c.id, distance.label("distance"))
+        .select_from(_VECTORS.join(facts, facts.c.id == _VECTORS.c.fact_id))
+        .where(*filters)
+        .cte("kept")
+        .prefix_with("MATERIALIZED")
+    )
+    return conn.execute(
+        select(kept.c.id, kept.c.distance).order_by(kept.c.distance).limit(fetch)
+    ).all()
 
 
 def _nearest_first(rows: Iterable[Any], want: int) -> list[tuple[int, float]]:

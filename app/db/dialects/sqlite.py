@@ -80,6 +80,9 @@ class SqliteKeywords:
         within = f"{{scope}} : ({' OR '.join(tokens)})"
         return list(conn.execute(stmt, {"m": within, "after": after}).scalars())
 
+    def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
+        return len(self.scope_members(conn, tokens, at_most + 1))
+
     def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
             select(func.count())
@@ -107,8 +110,16 @@ class SqliteVectors:
     def build_index(self, conn: Connection) -> None:
         pass
 
+    def estimated_vectors(self, conn: Connection) -> int:
+        raise NotImplementedError("SQLite's in-memory index counts its own vectors")
+
     def nearest(
-        self, conn: Connection, filters: list[Any], query: np.ndarray, want: int
+        self,
+        conn: Connection,
+        filters: list[Any],
+        query: np.ndarray,
+        want: int,
+        within: Sequence[str] | None = None,
     ) -> list[tuple[int, float]]:
         raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
 
