@@ -136,3 +136,27 @@ def test_stage_timers_give_a_callee_its_own_time_and_time_coroutines(
     inclusive.restore()
     timers.restore()
     assert box.inner is inner and box.outer is outer and box.waits is waits
+
+
+@pytest.mark.slow  # a process with the real model
+def test_the_peer_bench_compares_every_verb_and_splits_our_time() -> None:
+    from bench.peer_bench import VERBS
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.peer_bench", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if "|" in line}
+    for verb, _ in VERBS:
+        cells = rows[verb].split("|")[2:-1]
+        # Both sides timed (the stand-in's figures mean nothing) and the ratio judged.
+        assert (
+            float(cells[0]) > 0 and float(cells[2]) > 0 and cells[6].strip() in {"met", "NOT met"}
+        )
+    # Our stages: the model, `similar` and the write on store, the ranking on search.
+    for stage in ("embed", "similar", "rows: store", "rank semantic", "rank keyword", "commit"):
+        assert stage in rows, stage
