@@ -1,7 +1,8 @@
 """Embornal against the peer (mcp-memory-service-lite), verb by verb, in one interleaved run.
 
-    make bench-peer                                   # the peer's own venv, .venv-peer/
-    python -m bench.peer_bench [--facts 2000] [--queries 40] [--stores 40]
+    make bench-peer [PEER_ARGS="--threads 1"]         # makes the peer's venv, .venv-peer/
+    python -m bench.peer_bench [--facts 2000] [--queries 40] [--stores 40] [--threads N]
+    python -m bench.peer_bench --peer-tokenizer shipped   # the peer's tokenizer as it comes
     python -m bench.peer_bench --smoke                # seconds, no peer: what `make test` runs
 
 Both hold the same --facts facts (bench/search_bench.py's generator: standard-library
@@ -21,9 +22,10 @@ download: MCP_MEMORY_ONNX_ALLOW_DOWNLOAD=0, HF_HUB_OFFLINE=1). Its tokenizer fil
 the one embornal ships, configured as embornal uses it (truncation at 256, no fixed
 padding), unless --peer-tokenizer shipped: then as the file comes, padded to 128
 tokens, which is what the peer does with its own download. Both sides run the model
-with onnxruntime's own thread count (embornal's embedding.threads 0; the peer sets
-none) and OpenMP/BLAS pinned as bench/__init__.py pins them, and the bench checks
-that both sides' vectors agree (cosine).
+on the same ONNX threads: onnxruntime's own count by default (embornal's
+embedding.threads 0; the peer sets none), or --threads N on both (the runner hands
+the peer's sessions the option its code never sets); OpenMP/BLAS pinned as
+bench/__init__.py pins them. The bench checks that both sides' vectors agree (cosine).
 
 Verbs, ours and the peer's:
 store      Memory.store (embed, `similar`, one write)     store() (embed, dedup, insert, conflicts)
