@@ -120,7 +120,7 @@ OUR_STAGES = (
     ("hydrate", "hydrate"),
     ("recall writes", "recall"),
     ("rows: store", "store rows"),
-    ("rows: get/list/delete", "rows"),
+    ("rows: get/list/delete, paths", "rows"),  # store: the paths of its `similar`
     ("vector index: write", "vector index"),
     ("vector index: catch up", "index refresh"),
     ("activity", "activity"),
