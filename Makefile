@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 LOCKED := $(BIN)/python -m pip install --require-hashes --no-deps
 UV := uv==0.13.9
 
-.PHONY: run test test-fast lint typecheck imports unit unit-fast fuzz soak bench openapi image clean lock
+.PHONY: run test test-fast lint typecheck imports unit unit-fast fuzz soak bench bench-peer openapi image clean lock
 
 $(RUN_STAMP): pyproject.toml requirements/run.txt requirements/tokenizer.txt
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,28 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.search_bench --backend $(BACKEND) --home bench/out/memories
 	$(BIN)/python -m bench.search_profile --backend $(BACKEND) --home bench/out/memories
 	$(BIN)/python -m bench.quality --split dev
+
+# Embornal against the peer, mcp-memory-service-lite, verb by verb (bench/peer_bench.py).
+# The peer gets its own virtualenv, never the project's: `make test` does not install it
+# (its --smoke runs a stand-in). Its storage loads sqlite-vec, so its Python's sqlite3
+# must load extensions: the first of PEER_PYTHONS that can (pyenv's CPython here cannot,
+# Debian's /usr/bin/python3 can).
+PEER_VENV := .venv-peer
+PEER_PACKAGE := mcp-memory-service-lite==12.4.0
+PEER_PYTHONS ?= python3 /usr/bin/python3
+PEER_ARGS ?=
+
+$(PEER_VENV)/.installed:
+	@for py in $(PEER_PYTHONS); do \
+		if $$py -c "import sqlite3; sqlite3.connect(':memory:').enable_load_extension(True)" 2>/dev/null; then \
+			echo "the peer's venv from $$py"; $$py -m venv $(PEER_VENV) || exit 1; break; \
+		fi; \
+	done; test -x $(PEER_VENV)/bin/python || { echo "no python3 of $(PEER_PYTHONS) has a sqlite3 that loads extensions"; exit 1; }
+	$(PEER_VENV)/bin/python -m pip install --quiet '$(PEER_PACKAGE)'
+	touch $@
+
+bench-peer: $(STAMP) $(PEER_VENV)/.installed
+	nice -n 5 $(BIN)/python -m bench.peer_bench $(PEER_ARGS)
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.json

@@ -26,12 +26,10 @@ transactions included.
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from app.usecases.memory import Memory, SearchRequest
 from bench import machine, search_bench
 from bench.databases import Databases
 from bench.search_bench import MODEL
+from bench.stages import Timers
 
 MODES = ("keyword", "semantic", "hybrid")
 ONNX_THREADS = "onnxruntime's choice, as a server makes it (embedding.threads 0)"
@@ -57,36 +56,6 @@ STAGES = (
     "total",
     "total, query seen before",
 )  # and "total less embed": a first search's p50 less its embedding's p50
-
-
-class Timers:
-    """Wraps functions by name and adds up their time per search."""
-
-    def __init__(self) -> None:
-        self.current: dict[str, float] = defaultdict(float)
-        self._undo: list[Callable[[], None]] = []
-
-    def wrap(self, owner: Any, name: str, stage: str) -> None:
-        original = getattr(owner, name)
-
-        @functools.wraps(original)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.current[stage] += time.perf_counter() - t0
-
-        setattr(owner, name, timed)
-        self._undo.append(lambda: setattr(owner, name, original))
-
-    def take(self) -> dict[str, float]:
-        out, self.current = dict(self.current), defaultdict(float)
-        return out
-
-    def restore(self) -> None:
-        for undo in reversed(self._undo):
-            undo()
 
 
 def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
@@ -117,8 +86,8 @@ def asked(q: str, mode: str) -> str:
     return " ".join(q.split()[:3]) if mode == "keyword" else f"{q} {mode}"
 
 
-def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
-    timers = Timers()
+def watch_search(timers: Timers) -> None:
+    """Time a search's stages by name (bench.peer_bench times its searches so too)."""
     timers.wrap(search_service, "embed", "embed")
     timers.wrap(search_service, "rank", "rank")
     timers.wrap(search_service, "score", "hybrid")
@@ -130,6 +99,11 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
     timers.wrap(PostgresVectors, "nearest", "rank semantic")
     timers.wrap(fact_service, "_as_facts", "hydrate")
     timers.wrap(fact_service, "recall_visible", "recall")
+
+
+def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
+    timers = Timers()
+    watch_search(timers)
     try:
         out: dict[str, dict[str, list[float]]] = {}
         for mode in MODES:
