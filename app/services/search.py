@@ -425,16 +425,21 @@ class _Walk:
     def _within(
         self, members: np.ndarray, visibility: _Visibility, blobs: dict[int, bytes]
     ) -> list[tuple[int, float]]:
-        """The walk over the codes of `members` only, best first, checked in chunks."""
-        ranked, similarity = self.probe.within(members)
-        visible: list[tuple[int, float]] = []
-        for start in range(0, len(ranked), self.first_width):
-            chunk = ranked[start : start + self.first_width].tolist()
-            kept = visibility.vectors(chunk)
-            blobs.update(kept)
-            near = similarity[start : start + self.first_width].tolist()
-            visible += [(f, 1.0 - s) for f, s in zip(chunk, near, strict=True) if f in kept]
-            if len(visible) >= self.needed:
+        """The walk over the codes of `members` only, best first, checked in chunks: the
+        nearest by Hamming distance first, as a pool is walked, then, if the filters
+        keep too few of those, every member (the checks already made are not made again)."""
+        for whole in (False, True):
+            ranked, similarity = self.probe.within(members, whole)
+            visible: list[tuple[int, float]] = []
+            for start in range(0, len(ranked), self.first_width):
+                chunk = ranked[start : start + self.first_width].tolist()
+                kept = visibility.vectors(chunk)
+                blobs.update(kept)
+                near = similarity[start : start + self.first_width].tolist()
+                visible += [(f, 1.0 - s) for f, s in zip(chunk, near, strict=True) if f in kept]
+                if len(visible) >= self.needed:
+                    return self._finish(visible, blobs)
+            if len(ranked) == len(members):
                 break
         return self._finish(visible, blobs)
 

@@ -382,6 +382,7 @@ class VectorIndex:
         self._nbytes = 0
         self._loaded_approx: NDArray[np.int8] = np.empty((0, 0), np.int8)
         self._loaded_ids: NDArray[np.int64] = np.empty(0, np.int64)
+        self._loaded_bits: NDArray[np.uint8] = np.empty((0, 0), np.uint8)
         self.loads = 0  # whole loads from facts_vec (a test counts them)
         # Readers' parts of the memory (scope tokens -> the facts holding one, ascending,
         # or the bound they were found to pass): kept between searches, a search reading
@@ -454,6 +455,7 @@ class VectorIndex:
                     [ids[lo:hi], bits[lo:hi], approx[lo:hi], int(hi - lo), int(lo)]
                 )
         self._loaded_approx, self._loaded_ids = approx, ids[:filled]
+        self._loaded_bits = bits[:filled]
         self._members = {}
         self._size, self._nbytes = filled, nbytes
         self._last_seq = last
@@ -511,12 +513,21 @@ class VectorIndex:
             cells = [list(c.segments) for c in self._cells]
             counts = [[s[3] for s in c] for c in cells]
             centers = self._centroids
-            loaded, loaded_ids = self._loaded_approx, self._loaded_ids
+            loaded = Loaded(self._loaded_ids, self._loaded_bits, self._loaded_approx)
         if centers is not None and len(centers) == len(cells):
             order = np.argsort(-(centers @ query), kind="stable")
         else:
             order = np.arange(len(cells))
-        return Probe(cells, counts, order, query, self._size, loaded, loaded_ids)
+        return Probe(cells, counts, order, query, self._size, loaded)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The codes loaded at start, in three arrays aligned by row."""
+
+    ids: NDArray[np.int64]
+    bits: NDArray[np.uint8]
+    approx: NDArray[np.int8]
 
 
 class Probe:
@@ -530,13 +541,11 @@ class Probe:
         order: NDArray[np.intp],
         query: NDArray[np.float32],
         total: int,
-        loaded: NDArray[np.int8],
-        loaded_ids: NDArray[np.int64] | None = None,
+        loaded: Loaded,
     ) -> None:
         self._cells, self._counts, self._order = cells, counts, order
-        # The codes loaded at start, as one array (each cell's first segment a slice).
+        # The codes loaded at start (each cell's first segment a slice of these arrays).
         self._loaded = loaded
-        self._loaded_ids = np.empty(0, np.int64) if loaded_ids is None else loaded_ids
         self._next = 0
         self.query = query
         self.query_code = binary_codes(query.reshape(1, -1))[0]
@@ -588,7 +597,7 @@ class Probe:
         offsets = np.array([s[3] for s in segments], dtype=np.int64)[which]
         loaded = offsets >= 0
         approx = np.empty((len(top), len(self.query)), dtype=np.int8)
-        approx[loaded] = self._loaded[offsets[loaded] + local[loaded]]
+        approx[loaded] = self._loaded.approx[offsets[loaded] + local[loaded]]
         for number in np.unique(which[~loaded]):
             rows = which == number
             approx[rows] = segments[number][2][local[rows]]
@@ -596,12 +605,15 @@ class Probe:
         order = np.argsort(-similarity, kind="stable")
         return ids[top[order]], similarity[order]
 
-    def within(self, fact_ids: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray]:
-        """The codes of the facts among `fact_ids`, from every cell, best first by their
-        int8 approximations, with that similarity: a walk over a reader's own part of
-        the index, whatever cells it lies in (a flag lookup per code, an approximation
-        per fact asked about)."""
+    def within(
+        self, fact_ids: NDArray[np.int64], whole: bool = False
+    ) -> tuple[NDArray[np.int64], NDArray]:
+        """The codes of the facts among `fact_ids`, from every cell, ranked as ranked()
+        ranks a pool: the nearest by Hamming distance (unless `whole`: all of them), then
+        by int8 approximation. A walk over a reader's own part of the index, whatever
+        cells it lies in (a flag lookup per code, the rest per fact asked about)."""
         wanted = np.asarray(fact_ids, dtype=np.int64)
+        width = len(self.query_code)
         if len(wanted) == 0:
             return wanted, np.empty(0, np.float32)
         # One flag per fact id up to the largest asked about; the last one stays off,
@@ -610,22 +622,35 @@ class Probe:
         flags[wanted] = True
         beyond = len(flags) - 1
         # The codes loaded at start in one lookup, those appended since segment by segment.
-        loaded = np.flatnonzero(flags[np.minimum(self._loaded_ids, beyond)])
-        found = [self._loaded_ids[loaded]]
-        approx = [self._loaded[loaded]]
+        loaded = self._loaded
+        rows = np.empty(0, np.intp)
+        if loaded.bits.ndim == 2 and loaded.bits.shape[1] == width:
+            rows = np.flatnonzero(flags[np.minimum(loaded.ids, beyond)])
+        ids, bits, approx = [loaded.ids[rows]], [loaded.bits[rows]], []
         for cell, counts in zip(self._cells, self._counts, strict=True):
-            for segment, rows in zip(cell, counts, strict=True):
-                if rows == 0 or segment[4] >= 0 or segment[2].shape[1] != len(self.query):
+            for segment, count in zip(cell, counts, strict=True):
+                if count == 0 or segment[4] >= 0 or segment[1].shape[1] != width:
                     continue
-                ids = segment[0][:rows]
-                hit = flags[np.minimum(ids, beyond)]
+                hit = flags[np.minimum(segment[0][:count], beyond)]
                 if hit.any():
-                    found.append(ids[hit])
-                    approx.append(segment[2][:rows][hit])
-        ids = np.concatenate(found)
-        similarity = _approximate(np.concatenate(approx), self.query)
+                    ids.append(segment[0][:count][hit])
+                    bits.append(segment[1][:count][hit])
+                    approx.append(segment[2][:count][hit])
+        found = np.concatenate(ids)
+        head = min(RANKED_HEAD, max(MIN_HEAD, len(found) // HEAD_SHARE), len(found))
+        if whole:
+            head = len(found)
+        top = hamming_order(hamming(np.concatenate(bits), self.query_code), head)
+        # The head's int8 rows: loaded ones gathered from the loaded array, the others
+        # from the rows the segments gave.
+        appended = np.concatenate(approx) if approx else np.empty((0, len(self.query)), np.int8)
+        from_loaded = top < len(rows)
+        head_approx = np.empty((len(top), len(self.query)), dtype=np.int8)
+        head_approx[from_loaded] = loaded.approx[rows[top[from_loaded]]]
+        head_approx[~from_loaded] = appended[top[~from_loaded] - len(rows)]
+        similarity = _approximate(head_approx, self.query)
         order = np.argsort(-similarity, kind="stable")
-        return ids[order], similarity[order]
+        return found[top[order]], similarity[order]
 
 
 def _approximate(approx: NDArray[np.int8], query: NDArray[np.float32]) -> NDArray[np.float32]:

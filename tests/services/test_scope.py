@@ -111,7 +111,7 @@ def test_the_walks_over_the_readers_part_change_no_page(
     monkeypatch.setattr(
         vector_service.Probe,
         "within",
-        lambda self, ids: walked.append(len(ids)) or within(self, ids),
+        lambda self, ids, whole=False: walked.append(len(ids)) or within(self, ids, whole),
     )
 
     def all_pages() -> dict[tuple[str, str], list]:
