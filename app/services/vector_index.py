@@ -336,7 +336,11 @@ class _Cell:
         # arrays (-1 for a segment appended since)]
         self.segments: list[list] = []
 
-    def append(self, fact_id: int, bits: NDArray[np.uint8], approx: NDArray[np.int8]) -> None:
+    def append(
+        self, fact_id: int, bits: NDArray[np.uint8], approx: NDArray[np.int8]
+    ) -> list | None:
+        """Append one code; the new segment, when one was begun for it."""
+        begun = None
         last = self.segments[-1] if self.segments else None
         if last is None or last[3] == len(last[0]):
             size = max(MIN_SEGMENT, self.rows() // 8)
@@ -348,10 +352,12 @@ class _Cell:
                 -1,
             ]
             self.segments.append(last)
+            begun = last
         last[0][last[3]] = fact_id
         last[1][last[3]] = bits
         last[2][last[3]] = approx
         last[3] += 1
+        return begun
 
     def rows(self) -> int:
         return sum(s[3] for s in self.segments)
@@ -383,6 +389,9 @@ class VectorIndex:
         self._loaded_approx: NDArray[np.int8] = np.empty((0, 0), np.int8)
         self._loaded_ids: NDArray[np.int64] = np.empty(0, np.int64)
         self._loaded_bits: NDArray[np.uint8] = np.empty((0, 0), np.uint8)
+        # The segments begun since the load, in every cell (their rows are in no
+        # loaded array): what a walk over a reader's part looks through one by one.
+        self._appended: list[list] = []
         self.loads = 0  # whole loads from facts_vec (a test counts them)
         # Readers' parts of the memory (scope tokens -> the facts holding one, ascending,
         # or the bound they were found to pass): kept between searches, a search reading
@@ -456,6 +465,7 @@ class VectorIndex:
                 )
         self._loaded_approx, self._loaded_ids = approx, ids[:filled]
         self._loaded_bits = bits[:filled]
+        self._appended = []
         self._members = {}
         self._size, self._nbytes = filled, nbytes
         self._last_seq = last
@@ -476,9 +486,11 @@ class VectorIndex:
                 if row.list >= len(self._cells):
                     self._cells.extend(_Cell() for _ in range(row.list + 1 - len(self._cells)))
                 code = np.frombuffer(row.code, dtype=np.uint8)
-                self._cells[row.list].append(
+                begun = self._cells[row.list].append(
                     row.fact_id, code[: self._nbytes], code[self._nbytes :].view(np.int8)
                 )
+                if begun is not None:
+                    self._appended.append(begun)
                 self._size += 1
             self._last_seq = rows[-1].seq
         self._last_seq = last
@@ -514,11 +526,10 @@ class VectorIndex:
             counts = [[s[3] for s in c] for c in cells]
             centers = self._centroids
             loaded = Loaded(self._loaded_ids, self._loaded_bits, self._loaded_approx)
-        if centers is not None and len(centers) == len(cells):
-            order = np.argsort(-(centers @ query), kind="stable")
-        else:
-            order = np.arange(len(cells))
-        return Probe(cells, counts, order, query, self._size, loaded)
+            appended = [(s, s[3]) for s in self._appended]
+        if centers is None or len(centers) != len(cells):
+            centers = None  # one cell, or cells being re-trained: in their own order
+        return Probe(cells, counts, centers, query, self._size, loaded, appended)
 
 
 @dataclass(frozen=True)
@@ -538,14 +549,18 @@ class Probe:
         self,
         cells: list[list[list]],
         counts: list[list[int]],
-        order: NDArray[np.intp],
+        centers: NDArray[np.float32] | None,
         query: NDArray[np.float32],
         total: int,
         loaded: Loaded,
+        appended: list[tuple[list, int]] | None = None,
     ) -> None:
-        self._cells, self._counts, self._order = cells, counts, order
-        # The codes loaded at start (each cell's first segment a slice of these arrays).
+        self._cells, self._counts, self._centers = cells, counts, centers
+        self._order: NDArray[np.intp] | None = None  # the cells nearest first, when asked
+        # The codes loaded at start (each cell's first segment a slice of these arrays),
+        # and the segments begun since with their rows filled now.
         self._loaded = loaded
+        self._appended = appended or []
         self._next = 0
         self.query = query
         self.query_code = binary_codes(query.reshape(1, -1))[0]
@@ -559,6 +574,12 @@ class Probe:
         been taken."""
         segments: list[list] = []
         taken = 0
+        if self._order is None:
+            self._order = (
+                np.arange(len(self._cells))
+                if self._centers is None
+                else np.argsort(-(self._centers @ self.query), kind="stable")
+            )
         while self._next < len(self._order) and (
             taken < at_least or self.examined_cells < MIN_PROBE
         ):
@@ -627,15 +648,14 @@ class Probe:
         if loaded.bits.ndim == 2 and loaded.bits.shape[1] == width:
             rows = np.flatnonzero(flags[np.minimum(loaded.ids, beyond)])
         ids, bits, approx = [loaded.ids[rows]], [loaded.bits[rows]], []
-        for cell, counts in zip(self._cells, self._counts, strict=True):
-            for segment, count in zip(cell, counts, strict=True):
-                if count == 0 or segment[4] >= 0 or segment[1].shape[1] != width:
-                    continue
-                hit = flags[np.minimum(segment[0][:count], beyond)]
-                if hit.any():
-                    ids.append(segment[0][:count][hit])
-                    bits.append(segment[1][:count][hit])
-                    approx.append(segment[2][:count][hit])
+        for segment, count in self._appended:
+            if count == 0 or segment[1].shape[1] != width:
+                continue
+            hit = flags[np.minimum(segment[0][:count], beyond)]
+            if hit.any():
+                ids.append(segment[0][:count][hit])
+                bits.append(segment[1][:count][hit])
+                approx.append(segment[2][:count][hit])
         found = np.concatenate(ids)
         head = min(RANKED_HEAD, max(MIN_HEAD, len(found) // HEAD_SHARE), len(found))
         if whole:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, true, tuple_
+from sqlalchemy import Connection, and_, bindparam, or_, select, true
 
 from app.acl import scope
 from app.db.tables import facts, path_tags, paths
@@ -26,14 +26,20 @@ def readable_scope(conn: Connection, ctx: Context) -> list[str] | None:
     wanted = scope.inherited_tags(rules)
     tagged: list[str] = []
     if wanted:
-        tagged = list(
-            conn.execute(
-                select(paths.c.path)
-                .join(path_tags, path_tags.c.path_id == paths.c.id)
-                .where(tuple_(path_tags.c.key, path_tags.c.value).in_(wanted))
-            ).scalars()
-        )
+        # The nodes carrying any of the keys, the pairs kept here: one statement, built
+        # once, for any rules (a tuple IN list is compiled again for each new list).
+        pairs = set(wanted)
+        keys = sorted({key for key, _ in wanted})
+        rows = conn.execute(_TAGGED_NODES, {"keys": keys})
+        tagged = [path for path, key, value in rows if (key, value) in pairs]
     return scope.reader_tokens(rules, tagged)
+
+
+_TAGGED_NODES = (
+    select(paths.c.path, path_tags.c.key, path_tags.c.value)
+    .join(path_tags, path_tags.c.path_id == paths.c.id)
+    .where(path_tags.c.key.in_(bindparam("keys", expanding=True)))
+)
 
 
 # Built once: the read fragment is cached per column object, and a fresh alias on
