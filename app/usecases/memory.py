@@ -80,6 +80,10 @@ log = logging.getLogger(__name__)
 SELF_ISSUED_MAX = timedelta(days=30)
 
 
+class _ModelSwitched(Exception):
+    """Another process switched the memory's model since this one embedded."""
+
+
 @dataclass(frozen=True, slots=True)
 class IssuedToken:
     """A token just signed (shown once, never stored) and its record."""
@@ -296,8 +300,34 @@ class Memory:
         checked = fact_service.validate_new_facts(
             items, self.runtime.settings.limits, error_prefix=error_prefix
         )
-        # The model runs before the write lock: it must not hold up other writers.
-        embedder = self._model()
+        rt = self.runtime
+        # The model runs before the write lock: it must not hold up other writers. It is
+        # the model loaded; whether the memory still names it is asked in the snapshots
+        # below, as a search asks (no read of its own first), and after a switch by
+        # another process the facts are embedded again with the new one, once.
+        embedder = rt.embedder if rt.embedder is not None else self._model()
+        try:
+            return self._store_embedded(
+                subject, checked, embedder, error_prefix, on_duplicate, check=True
+            )
+        except _ModelSwitched:
+            return self._store_embedded(
+                subject, checked, self._model(), error_prefix, on_duplicate, check=False
+            )
+
+    def _store_embedded(
+        self,
+        subject: str,
+        checked: Sequence[CheckedFact],
+        embedder: Embedder | None,
+        error_prefix: Sequence[Any],
+        on_duplicate: OnDuplicate,
+        *,
+        check: bool,
+    ) -> list[StoredFact]:
+        """store_batch's work with `embedder`; _ModelSwitched (nothing written) when
+        `check` and the memory names another model."""
+        rt = self.runtime
         vectors = embed_for_store(embedder, [item.content for item in checked])
         threshold = self._similar_threshold(embedder)
         near: list[list[Similar] | None] = [None] * len(checked)
@@ -306,9 +336,13 @@ class Memory:
             # must not hold the write lock. A near fact stored between the two
             # transactions is not seen: `similar` is a hint, not a uniqueness rule.
             with self.transaction(subject) as (conn, ctx):
+                if check and not rt.model_is_current(conn):
+                    raise _ModelSwitched
                 olds = [item.supersedes_id for item in checked]
                 near = self._similar_batch(conn, ctx, vectors, threshold, olds)
         with self.transaction(subject, write=True) as (conn, ctx):
+            if check and not rt.model_is_current(conn):
+                raise _ModelSwitched  # the transaction rolls back: nothing written
             # Named only if still readable and current under this transaction's rules.
             hits = {s.id for found in near for s in found or ()}
             kept = search_service.still_visible(conn, ctx, hits) if hits else set()

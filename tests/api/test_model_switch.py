@@ -87,3 +87,40 @@ def test_a_search_follows_a_switch_from_one_model_to_another(
             assert other.width == 16 and width in (TINY_WIDTH, 16)
     finally:
         unregister_spec("tiny-16")
+
+
+def test_a_store_follows_a_switch_from_one_model_to_another(
+    client: TestClient, auth: Auth, home: Path, tiny_model: ModelSpec, cli_env: None
+) -> None:
+    """A store embeds with the loaded model and asks in its own transactions whether
+    the memory still names it (no read of its own first): after a switch it loads the
+    new model and embeds again, so no fact is written with the old model's vector."""
+    from app.embeddings.catalog import register_spec, unregister_spec
+    from tests.onnx_factory import make_tiny_model_dir, tiny_spec
+
+    other = tiny_spec("tiny-16", 16, seed=3)
+    register_spec(other)
+    make_tiny_model_dir(home / "tiny-16", 16, seed=3)
+    try:
+        for name in (TINY, "tiny-16"):
+            switched = CliRunner().invoke(cli.app, ["model", "use", name])
+            assert switched.exit_code == 0, switched.output
+            # No /readyz nor search first: the store itself finds the switch.
+            stored = client.post(
+                "/v1/facts",
+                json={"path": "/m", "content": f"stored under {name}"},
+                headers=auth("default"),
+            )
+            assert stored.status_code == 201, stored.text
+            assert stored.json()["embedded"] is True and stored.json()["similar_checked"] is True
+            found = client.get(
+                "/v1/search",
+                params={"q": f"stored under {name}", "mode": "semantic", "limit": 100},
+                headers=auth("default"),
+            ).json()
+            # Every fact of the memory has a vector of the model it names now: the ones
+            # `model use` re-embedded and the one just stored.
+            assert stored.json()["id"] in {r["fact"]["id"] for r in found["results"]}
+            assert client.get("/readyz").json()["model"]["name"] == name
+    finally:
+        unregister_spec("tiny-16")
