@@ -861,7 +861,7 @@ def similar_to_many(
         excluded = list(excludes[start : start + SIMILAR_GROUP])
         depths = [want + len(e) for e in excluded]
         if stored.in_database:
-            nearest = stored.nearest_many(conn, scope.clauses(), group, depths)
+            nearest = stored.nearest_many(conn, scope.clauses(), group, depths, close=True)
         else:
             walks = [_Walk(index.probe(v), depth) for v, depth in zip(group, depths, strict=True)]
             visibility.vectors(sorted({fid for walk in walks for fid in walk.first_chunk()}))

@@ -123,8 +123,10 @@ class Vectors(Protocol):
         filters: list[Any],
         queries: Sequence[np.ndarray],
         wants: Sequence[int],
+        close: bool = False,
     ) -> list[list[tuple[int, float]]]:
-        """`nearest` for each query, `wants[i]` for the i-th, in fewer statements."""
+        """`nearest` for each query, `wants[i]` for the i-th, in fewer statements;
+        `close`: only neighbours near enough to be near-duplicates are wanted."""
         ...
 
 

@@ -71,6 +71,12 @@ BUILD_MEMORY_MB = 8192
 # (6.4 ms), 0.987 at 400 (9.6 ms): HNSW graphs differ from build to build, and 400
 # is the least that held the 0.95 the index is held to on both.
 EF_SEARCH = 400
+# The walk of a store's `similar` check, which wants only the few facts at or above the
+# model's similar cosine: close neighbours, which a narrower walk finds. Against the
+# exact answer (bench/similar_ef_bench.py, 20k facts, 400 stores, half of them
+# near-duplicates): the same facts named for every store at 100 and above, 0.993 at 40;
+# 4.1 ms a fact at 100 against 7.0 at 400.
+SIMILAR_EF_SEARCH = 100
 # Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
 # the exact distances of the extra ones re-sort the page and raise recall.
 OVERFETCH = 2
@@ -273,6 +279,7 @@ class PostgresVectors:
         filters: list[Any],
         queries: Sequence[np.ndarray],
         wants: Sequence[int],
+        close: bool = False,
     ) -> list[list[tuple[int, float]]]:
         """`nearest` for each query (wanting `wants[i]`), the walks of queries that fetch
         alike in one statement: a LATERAL join walks the HNSW graph once per query, with
@@ -283,7 +290,7 @@ class PostgresVectors:
         fetches = [_fetch(want) for want in wants]
         for fetch in sorted(set(fetches)):
             numbers = [n for n, f in enumerate(fetches) if f == fetch]
-            _walk_settings(conn, fetch)
+            _walk_settings(conn, fetch, SIMILAR_EF_SEARCH if close else EF_SEARCH)
             asked = values(column("n", Integer), column("q", VECTOR()), name="asked").data(
                 [(n, np.asarray(queries[n], dtype=np.float32)) for n in numbers]
             )
@@ -311,10 +318,10 @@ def _fetch(want: int) -> int:
     return max(OVERFETCH * want, 40)
 
 
-def _walk_settings(conn: Connection, fetch: int) -> None:
+def _walk_settings(conn: Connection, fetch: int, ef_search: int = EF_SEARCH) -> None:
     """pgvector 0.8's iterative scan, wide enough for `fetch` rows (this transaction)."""
     conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, fetch)}")
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(ef_search, fetch)}")
 
 
 def _walk(filters: list[Any], distance: Any) -> Any:

@@ -129,6 +129,7 @@ class SqliteVectors:
         filters: list[Any],
         queries: Sequence[np.ndarray],
         wants: Sequence[int],
+        close: bool = False,
     ) -> list[list[tuple[int, float]]]:
         raise NotImplementedError("SQLite searches vectors in the process's in-memory index")
 
