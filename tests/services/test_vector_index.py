@@ -234,3 +234,40 @@ def test_a_start_gives_a_grown_memory_new_cells(rt: Runtime, monkeypatch) -> Non
         assert parts.cells == vector_service.cell_count(300) and parts.trained_on == 300
         assert not vector_service.partitions_stale(conn)
     restarted.close()
+
+
+def test_a_readers_part_is_forgotten_when_the_index_reloads(rt: Runtime) -> None:
+    """The members a reader's walk keeps between searches hold only while fact ids grow;
+    a wipe (an import into a fresh memory: new facts may take old ids) clears the codes
+    and bumps the generation, and the reload forgets every part kept."""
+    store_vectors(rt, unit_vectors(40))
+    index = rt.vector_index
+    with read_transaction(rt.engine) as conn:
+        index.refresh(conn)
+    index.remember_members(("s1",), np.array([3, 5], np.int64))
+    index.remember_members(("s2",), 1_000)
+    assert index.members_known(("s1",)) is not None
+    with write_transaction(rt.engine) as conn:
+        vector_service.clear_codes(conn)
+    with read_transaction(rt.engine) as conn:
+        index.refresh(conn)
+    assert index.members_known(("s1",)) is None and index.members_known(("s2",)) is None
+
+
+def test_a_readers_part_is_walked_with_the_codes_appended_since_the_load(rt: Runtime) -> None:
+    """Probe.within finds a reader's facts whether their codes were loaded at start or
+    appended since, ranked by their approximations (the exact best near the top)."""
+    vectors = unit_vectors(300, seed=4)
+    first = store_vectors(rt, vectors[:200])
+    with read_transaction(rt.engine) as conn:
+        rt.vector_index.refresh(conn)
+    later = store_vectors(rt, vectors[200:])
+    with read_transaction(rt.engine) as conn:
+        rt.vector_index.refresh(conn)
+    query = vectors[7]
+    members = np.array(sorted(first[::3] + later[::3]), np.int64)
+    ids, _ = rt.vector_index.probe(query).within(members, whole=True)
+    assert sorted(ids.tolist()) == members.tolist()  # every member, loaded or appended
+    by_id = dict(zip(first + later, vectors, strict=True))
+    exact = sorted(members.tolist(), key=lambda f: -float(by_id[f] @ query))
+    assert ids[0] == exact[0] and set(exact[:3]) <= set(ids[:10].tolist())
