@@ -37,7 +37,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, Integer, String, cast, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Integer,
+    String,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from app.db.dialects import backend
 from app.db.tables import facts, facts_vec, facts_vec_centroids, meta, vector_log
@@ -377,6 +388,17 @@ _GENERATION_AND_LAST = select(
 )
 
 
+# The codes logged since a refresh, in the order they were written: built once (a
+# statement built per call cost most of a one-code catch-up, 0.4 ms).
+_LOGGED_SINCE = (
+    select(vector_log.c.seq, facts_vec.c.list, facts_vec.c.fact_id, facts_vec.c.code)
+    .join(facts_vec, facts_vec.c.fact_id == vector_log.c.fact_id)
+    .where(vector_log.c.seq > bindparam("after"), vector_log.c.seq <= bindparam("last"))
+    .order_by(vector_log.c.seq)
+    .limit(REFRESH_BATCH)
+)
+
+
 class VectorIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -473,13 +495,7 @@ class VectorIndex:
 
     def _catch_up(self, conn: Connection, last: int) -> None:
         while self._last_seq < last:
-            rows = conn.execute(
-                select(vector_log.c.seq, facts_vec.c.list, facts_vec.c.fact_id, facts_vec.c.code)
-                .join(facts_vec, facts_vec.c.fact_id == vector_log.c.fact_id)
-                .where(vector_log.c.seq > self._last_seq, vector_log.c.seq <= last)
-                .order_by(vector_log.c.seq)
-                .limit(REFRESH_BATCH)
-            ).all()
+            rows = conn.execute(_LOGGED_SINCE, {"after": self._last_seq, "last": last}).all()
             if not rows:
                 break  # log rows whose code went since (a rebuild): nothing to add
             for row in rows:
