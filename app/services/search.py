@@ -227,31 +227,36 @@ class _Visibility:
             self._asked.update(missing)
         return {fid: self._kept[fid] for fid in ids if fid in self._kept}
 
-    def scope_members(self, at_most: int) -> np.ndarray | None:
+    def scope_members(self, at_most: int, total: int) -> np.ndarray | None:
         """The facts holding one of the reader's scope tokens (a superset of what it may
-        read), when the tokens narrow the memory to at most `at_most` facts. Kept by the
-        index between searches: a search reads only those stored since (fact ids grow;
-        a wipe reloads the index, which forgets them)."""
+        read), when the tokens narrow the memory (of `total` vectors) to at most
+        `at_most` facts.
+
+        Kept by the index between searches while they are at most a quarter of the
+        memory: a search reads only those stored since (fact ids grow; a wipe reloads
+        the index, which forgets them). A part found larger than that is remembered as
+        such, and read again only once the memory has doubled since."""
         tokens = readable_scope(self.conn, self.scope.ctx)
         if tokens is None or self.index is None:
             return None
-        key = tuple(tokens)
+        key, cap = tuple(tokens), total // 4
         known = self.index.members_known(key)
-        if isinstance(known, int) and known >= at_most:
-            return None  # found larger than this before
+        if isinstance(known, int):
+            if cap < 2 * known:
+                return None  # larger than a quarter of the memory when last read
+            known = None
         keywords = backend(self.conn).keywords
-        if isinstance(known, np.ndarray):
+        if isinstance(known, np.ndarray) and len(known) <= cap:
             after = int(known[-1]) if len(known) else 0
-            new = keywords.scope_members(self.conn, tokens, at_most + 1 - len(known), after)
+            new = keywords.scope_members(self.conn, tokens, cap + 1 - len(known), after)
             members = np.concatenate([known, np.asarray(new, np.int64)]) if new else known
         else:
-            members = np.asarray(keywords.scope_members(self.conn, tokens, at_most + 1), np.int64)
-        if len(members) > at_most:
-            if not isinstance(known, np.ndarray):
-                self.index.remember_members(key, at_most)
+            members = np.asarray(keywords.scope_members(self.conn, tokens, cap + 1), np.int64)
+        if len(members) > cap:
+            self.index.remember_members(key, cap)
             return None
         self.index.remember_members(key, members)
-        return members
+        return members if len(members) <= at_most else None
 
     def every_scored(self, query: np.ndarray) -> list[tuple[int, float]]:
         """Every fact the scope keeps that has a vector, scored exactly against `query`:
@@ -355,7 +360,7 @@ class _Walk:
         blobs: dict[int, bytes] = {} if vectors is None else vectors
         # A reader whose scope tokens name a small part of the index walks that part:
         # the index's best cells would hold few facts it may see (see _scoped_at_most).
-        members = visibility.scope_members(_scoped_at_most(needed, probe.total))
+        members = visibility.scope_members(_scoped_at_most(needed, probe.total), probe.total)
         if members is not None:
             return self._within(members, visibility, blobs)
         visible: list[tuple[int, float]] = []
@@ -417,7 +422,7 @@ class _Walk:
         than a quarter of the index (a cost in proportion to what it can see); else
         every visible fact read from the database and scored."""
         probe = self.probe
-        members = visibility.scope_members(probe.total // 4)
+        members = visibility.scope_members(probe.total // 4, probe.total)
         if members is None:
             return _best(visibility.every_scored(probe.query), self.want)
         return self._within(members, visibility, blobs)
