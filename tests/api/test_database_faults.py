@@ -169,6 +169,42 @@ def test_a_connection_cut_under_a_transaction_is_a_503_and_the_next_request_serv
 
 
 @POSTGRES
+def test_a_connection_cut_under_a_keyword_search_is_a_503_not_a_second_error(
+    pg_admin: Engine, client: TestClient, auth: Auth
+) -> None:
+    """The keyword walk sets and resets its planner settings around its statement; a
+    connection cut under the statement is the fault the answer names (a 503), not the
+    reset's error on the dead transaction (a 500, the connection dropped)."""
+    assert store(client, auth, "a harbor to search for").status_code == 201
+    answer: dict[str, Any] = {}
+
+    def blocked_search() -> None:
+        answer["response"] = client.get(
+            "/v1/search", params={"q": "harbor", "mode": "keyword"}, headers=auth("default")
+        )
+
+    with pg_admin.connect() as locker:
+        locker.exec_driver_sql("BEGIN")
+        locker.exec_driver_sql("LOCK TABLE facts IN ACCESS EXCLUSIVE MODE")
+        thread = threading.Thread(target=blocked_search)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not (waiting := app_backends(pg_admin, waiting=True)):
+            assert time.monotonic() < deadline, "the search never waited on the lock"
+            time.sleep(POLL)
+        with pg_admin.connect() as killer:
+            killer.execute(text("SELECT pg_terminate_backend(:p)"), {"p": waiting[0]})
+        thread.join(timeout=10)
+        locker.exec_driver_sql("ROLLBACK")
+    assert not thread.is_alive()
+    assert_retry_problem(answer["response"], "cannot be reached")
+    found = client.get(
+        "/v1/search", params={"q": "harbor", "mode": "keyword"}, headers=auth("default")
+    )
+    assert found.status_code == 200 and found.json()["results"]
+
+
+@POSTGRES
 def test_idle_pooled_connections_cut_are_replaced_without_an_error(
     pg_admin: Engine, client: TestClient, auth: Auth
 ) -> None:

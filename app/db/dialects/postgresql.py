@@ -135,10 +135,12 @@ class PostgresKeywords:
         matches are found walking the primary key backwards, a rare word's through the
         GIN index, and only a plan made for the word can tell which it is."""
         conn.exec_driver_sql(_WALK_SETTINGS)
-        try:
-            return conn.execute(stmt, params).all()
-        finally:
-            conn.exec_driver_sql("RESET work_mem; RESET plan_cache_mode")
+        rows = conn.execute(stmt, params).all()
+        # Not in a `finally`: after a failed statement the transaction is aborted (and
+        # rolls the settings back with it), and a RESET there would raise a second error
+        # over the first, hiding the database fault a 503 is made from.
+        conn.exec_driver_sql("RESET work_mem; RESET plan_cache_mode")
+        return rows
 
     def scope_members(
         self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
