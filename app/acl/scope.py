@@ -90,17 +90,11 @@ def reader_tokens(
     """The tokens of which every fact the rules let a subject read holds one, or None
     when they would not narrow anything (a rule on the whole tree, or too many).
     `tagged_nodes`: the nodes whose own path tags match a tag rule (inherited_tags)."""
-    tokens: set[str] = set()
-    for pattern, effect in rules:
-        if effect != "allow":
-            continue  # a deny only narrows: the exact fragment applies it
-        if pattern.kind == "tag":
-            tokens.add(tag_token(pattern.key, pattern.value))
-        elif pattern.path == "/":
-            return None  # the root's subtree or the root node: every fact
-        else:
-            tokens.add(node_token(pattern.path))
-    tokens.update(node_token(p) for p in tagged_nodes if p != "/")
-    if "/" in tagged_nodes or not tokens or len(tokens) > MAX_READER_TOKENS:
-        return None  # (no allow at all: the exact fragment is false, nothing to narrow)
-    return sorted(tokens)
+    rules = list(rules)
+    if not narrows(rules) or "/" in tagged_nodes:
+        return None  # (the root carries a tag a rule names: every fact)
+    # A deny only narrows: the exact fragment applies it.
+    allows = [pattern for pattern, effect in rules if effect == "allow"]
+    tokens = {tag_token(p.key, p.value) if p.kind == "tag" else node_token(p.path) for p in allows}
+    tokens.update(node_token(p) for p in tagged_nodes)
+    return sorted(tokens) if len(tokens) <= MAX_READER_TOKENS else None

@@ -92,6 +92,18 @@ def _tsquery(term: Any) -> Any:
 
 _TSV: Any = literal_column("facts.content_tsv")
 _SCOPE_TSV: Any = literal_column("facts.scope_tsv")
+
+
+def _in_scope(tokens: Any) -> Any:
+    """Facts holding one of the scope tokens `tokens` names (a parameter or a value:
+    _scope_query's text), through facts_scope_tsv_idx."""
+    return _SCOPE_TSV.op("@@")(func.to_tsquery("simple", tokens))
+
+
+def _scope_query(tokens: Sequence[str]) -> str:
+    return " | ".join(tokens)
+
+
 # A parameter SQLAlchemy hands to the driver as it is: psycopg sends a numpy array to
 # a vector column through pgvector's binary dumper (_binary_vectors).
 _ANY = NullType()
@@ -99,9 +111,8 @@ _ANY = NullType()
 
 class PostgresKeywords:
     def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
-        if scoped:  # the reader's tokens (match_params), through facts_scope_tsv_idx
-            within = func.to_tsquery("simple", bindparam("scope"))
-            clauses = [_SCOPE_TSV.op("@@")(within), *clauses]
+        if scoped:  # the reader's tokens (match_params)
+            clauses = [_in_scope(bindparam("scope")), *clauses]
         parts = []
         for i in range(terms):
             newest = (
@@ -119,7 +130,7 @@ class PostgresKeywords:
     ) -> dict[str, Any]:
         params: dict[str, Any] = {f"term{i}": t for i, t in enumerate(terms)}
         if scope:
-            params["scope"] = " | ".join(scope)
+            params["scope"] = _scope_query(scope)
         return {**params, "limit": limit}
 
     def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
@@ -145,21 +156,19 @@ class PostgresKeywords:
     def scope_members(
         self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
     ) -> list[int]:
-        within = _SCOPE_TSV.op("@@")(func.to_tsquery("simple", bindparam("scope")))
         stmt = (
             select(facts.c.id)
-            .where(within, facts.c.id > bindparam("after"))
+            .where(_in_scope(bindparam("scope")), facts.c.id > bindparam("after"))
             .order_by(facts.c.id)
             .limit(limit)
         )
-        params = {"scope": " | ".join(tokens), "after": after}
+        params = {"scope": _scope_query(tokens), "after": after}
         return list(conn.execute(stmt, params).scalars())
 
     def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
-        within = _SCOPE_TSV.op("@@")(func.to_tsquery("simple", bindparam("scope")))
-        first = select(facts.c.id).where(within).limit(at_most + 1).subquery()
-        stmt = select(func.count()).select_from(first)
-        return int(conn.execute(stmt, {"scope": " | ".join(tokens)}).scalar_one())
+        first = select(facts.c.id).where(_in_scope(bindparam("scope"))).limit(at_most + 1)
+        stmt = select(func.count()).select_from(first.subquery())
+        return int(conn.execute(stmt, {"scope": _scope_query(tokens)}).scalar_one())
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         stmt = select(func.count()).where(_TSV.op("@@")(_tsquery(bindparam("term"))))
@@ -266,8 +275,8 @@ class PostgresVectors:
             bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY)
         )
         if within:
-            scoped = [_SCOPE_TSV.op("@@")(func.to_tsquery("simple", " | ".join(within)))]
-            return _nearest_first(_every_scored(conn, [*scoped, *filters], distance, fetch), want)
+            scoped = [_in_scope(_scope_query(within)), *filters]
+            return _nearest_first(_every_scored(conn, scoped, distance, fetch), want)
         _walk_settings(conn, fetch)
         rows = conn.execute(_walk(filters, distance).limit(fetch)).all()
         if len(rows) < want:

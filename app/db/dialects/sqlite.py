@@ -31,9 +31,15 @@ from app.db.tables import facts, facts_fts
 _FTS: Any = literal_column("facts_fts")
 
 
-def _phrase(term: str) -> str:
-    """An FTS5 string that holds `term` as one quoted phrase: no operator can hide in it."""
-    return '"' + term.replace('"', '""') + '"'
+def _in_content(term: str) -> str:
+    """An FTS5 query for `term` as one quoted phrase (no operator can hide in it), in the
+    content column only: a scope token is never a match for a word."""
+    return '{content} : "' + term.replace('"', '""') + '"'
+
+
+def _in_scope(tokens: Sequence[str]) -> str:
+    """An FTS5 query for the facts holding one of the scope `tokens` (app.acl.scope)."""
+    return f"{{scope}} : ({' OR '.join(tokens)})"
 
 
 class SqliteKeywords:
@@ -58,10 +64,9 @@ class SqliteKeywords:
     def match_params(
         self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
     ) -> dict[str, Any]:
-        # The words in the content column only: a scope token is never a match for one.
-        within = f" AND {{scope}} : ({' OR '.join(scope)})" if scope else ""
+        within = f" AND {_in_scope(scope)}" if scope else ""
         return {
-            **{f"term{i}": f"{{content}} : {_phrase(t)}{within}" for i, t in enumerate(terms)},
+            **{f"term{i}": _in_content(t) + within for i, t in enumerate(terms)},
             "limit": limit,
         }
 
@@ -77,17 +82,14 @@ class SqliteKeywords:
             .order_by(facts_fts.c.rowid)
             .limit(limit)
         )
-        within = f"{{scope}} : ({' OR '.join(tokens)})"
-        return list(conn.execute(stmt, {"m": within, "after": after}).scalars())
+        return list(conn.execute(stmt, {"m": _in_scope(tokens), "after": after}).scalars())
 
     def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
         return len(self.scope_members(conn, tokens, at_most + 1))
 
     def document_frequency(self, conn: Connection, term: str) -> int:
         return conn.execute(
-            select(func.count())
-            .select_from(facts_fts)
-            .where(_FTS.op("MATCH")(f"{{content}} : {_phrase(term)}"))
+            select(func.count()).select_from(facts_fts).where(_FTS.op("MATCH")(_in_content(term)))
         ).scalar_one()
 
 
