@@ -32,7 +32,7 @@ import json
 import math
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -408,9 +408,9 @@ class VectorIndex:
         self._last_seq = 0
         self._generation: str | None = None
         self._nbytes = 0
-        self._loaded_approx: NDArray[np.int8] = np.empty((0, 0), np.int8)
-        self._loaded_ids: NDArray[np.int64] = np.empty(0, np.int64)
-        self._loaded_bits: NDArray[np.uint8] = np.empty((0, 0), np.uint8)
+        self._loaded = Loaded(
+            np.empty(0, np.int64), np.empty((0, 0), np.uint8), np.empty((0, 0), np.int8)
+        )
         # The segments begun since the load, in every cell (their rows are in no
         # loaded array): what a walk over a reader's part looks through one by one.
         self._appended: list[list] = []
@@ -485,8 +485,7 @@ class VectorIndex:
                 self._cells[cell].segments.append(
                     [ids[lo:hi], bits[lo:hi], approx[lo:hi], int(hi - lo), int(lo)]
                 )
-        self._loaded_approx, self._loaded_ids = approx, ids[:filled]
-        self._loaded_bits = bits[:filled]
+        self._loaded = Loaded(ids[:filled], bits[:filled], approx[:filled])
         self._appended = []
         self._members = {}
         self._size, self._nbytes = filled, nbytes
@@ -541,7 +540,7 @@ class VectorIndex:
             cells = [list(c.segments) for c in self._cells]
             counts = [[s[3] for s in c] for c in cells]
             centers = self._centroids
-            loaded = Loaded(self._loaded_ids, self._loaded_bits, self._loaded_approx)
+            loaded = self._loaded
             appended = [(s, s[3]) for s in self._appended]
         if centers is None or len(centers) != len(cells):
             centers = None  # one cell, or cells being re-trained: in their own order
@@ -624,23 +623,23 @@ class Probe:
         segments, ids, bits = self.pool(at_least)
         if len(ids) == 0:
             return ids, np.empty(0, np.float32)
-        head = min(head, max(MIN_HEAD, len(ids) // HEAD_SHARE), len(ids))
-        top = hamming_order(hamming(bits, self.query_code), head)
-        # The int8 rows of the head, no pool-wide copy: rows loaded at start are one
-        # gather from the loaded array, rows appended since one per segment.
-        starts = np.cumsum([0] + [len(s[0]) for s in segments])
-        which = np.searchsorted(starts, top, side="right") - 1
-        local = top - starts[which]
-        offsets = np.array([s[3] for s in segments], dtype=np.int64)[which]
-        loaded = offsets >= 0
-        approx = np.empty((len(top), len(self.query)), dtype=np.int8)
-        approx[loaded] = self._loaded.approx[offsets[loaded] + local[loaded]]
-        for number in np.unique(which[~loaded]):
-            rows = which == number
-            approx[rows] = segments[number][2][local[rows]]
-        similarity = _approximate(approx, self.query)
-        order = np.argsort(-similarity, kind="stable")
-        return ids[top[order]], similarity[order]
+
+        def approx_of(top: NDArray[np.intp]) -> NDArray[np.int8]:
+            # The int8 rows of the head, no pool-wide copy: rows loaded at start are one
+            # gather from the loaded array, rows appended since one per segment.
+            starts = np.cumsum([0] + [len(s[0]) for s in segments])
+            which = np.searchsorted(starts, top, side="right") - 1
+            local = top - starts[which]
+            offsets = np.array([s[3] for s in segments], dtype=np.int64)[which]
+            loaded = offsets >= 0
+            approx = np.empty((len(top), len(self.query)), dtype=np.int8)
+            approx[loaded] = self._loaded.approx[offsets[loaded] + local[loaded]]
+            for number in np.unique(which[~loaded]):
+                rows = which == number
+                approx[rows] = segments[number][2][local[rows]]
+            return approx
+
+        return self._head_ranked(ids, bits, _head_size(len(ids), head), approx_of)
 
     def within(
         self, fact_ids: NDArray[np.int64], whole: bool = False
@@ -673,20 +672,39 @@ class Probe:
                 bits.append(segment[1][:count][hit])
                 approx.append(segment[2][:count][hit])
         found = np.concatenate(ids)
-        head = min(RANKED_HEAD, max(MIN_HEAD, len(found) // HEAD_SHARE), len(found))
-        if whole:
-            head = len(found)
-        top = hamming_order(hamming(np.concatenate(bits), self.query_code), head)
-        # The head's int8 rows: loaded ones gathered from the loaded array, the others
-        # from the rows the segments gave.
         appended = np.concatenate(approx) if approx else np.empty((0, len(self.query)), np.int8)
-        from_loaded = top < len(rows)
-        head_approx = np.empty((len(top), len(self.query)), dtype=np.int8)
-        head_approx[from_loaded] = loaded.approx[rows[top[from_loaded]]]
-        head_approx[~from_loaded] = appended[top[~from_loaded] - len(rows)]
-        similarity = _approximate(head_approx, self.query)
+
+        def approx_of(top: NDArray[np.intp]) -> NDArray[np.int8]:
+            # Loaded rows gathered from the loaded array, the others from the segments'.
+            from_loaded = top < len(rows)
+            head = np.empty((len(top), len(self.query)), dtype=np.int8)
+            head[from_loaded] = loaded.approx[rows[top[from_loaded]]]
+            head[~from_loaded] = appended[top[~from_loaded] - len(rows)]
+            return head
+
+        head = len(found) if whole else _head_size(len(found), RANKED_HEAD)
+        return self._head_ranked(found, np.concatenate(bits), head, approx_of)
+
+    def _head_ranked(
+        self,
+        ids: NDArray[np.int64],
+        bits: NDArray[np.uint8],
+        head: int,
+        approx_of: Callable[[NDArray[np.intp]], NDArray[np.int8]],
+    ) -> tuple[NDArray[np.int64], NDArray]:
+        """The `head` codes nearest by Hamming distance among `ids` (their sign `bits`),
+        ranked by their int8 approximations (`approx_of` the head's positions), with
+        that similarity, best first."""
+        top = hamming_order(hamming(bits, self.query_code), head)
+        similarity = _approximate(approx_of(top), self.query)
         order = np.argsort(-similarity, kind="stable")
-        return found[top[order]], similarity[order]
+        return ids[top[order]], similarity[order]
+
+
+def _head_size(codes: int, at_most: int) -> int:
+    """How many of a pool of `codes` are ranked by their int8 approximations: an eighth,
+    at least MIN_HEAD, at most `at_most` (and never more than there are)."""
+    return min(at_most, max(MIN_HEAD, codes // HEAD_SHARE), codes)
 
 
 def _approximate(approx: NDArray[np.int8], query: NDArray[np.float32]) -> NDArray[np.float32]:
