@@ -136,34 +136,43 @@ def test_a_statement_past_the_statement_timeout_is_a_503_naming_the_timeout(
     assert facts_with(rt, "after the timeout") == 1
 
 
-@POSTGRES
-def test_a_connection_cut_under_a_transaction_is_a_503_and_the_next_request_serves(
-    pg_admin: Engine, client: TestClient, auth: Auth, rt: Runtime
-) -> None:
-    assert store(client, auth, "warms the pool").status_code == 201
+def cut_while_waiting(pg_admin: Engine, request: Callable[[], Any]) -> tuple[Any, float]:
+    """`request`'s response, and how long it took, when its connection is cut while it
+    waits on a lock on facts (held by another connection, released after)."""
     answer: dict[str, Any] = {}
 
-    def blocked_store() -> None:
+    def blocked() -> None:
         started = time.monotonic()
-        answer["response"] = store(client, auth, "cut mid-transaction")
+        answer["response"] = request()
         answer["elapsed"] = time.monotonic() - started
 
     with pg_admin.connect() as locker:
         locker.exec_driver_sql("BEGIN")
         locker.exec_driver_sql("LOCK TABLE facts IN ACCESS EXCLUSIVE MODE")
-        thread = threading.Thread(target=blocked_store)
+        thread = threading.Thread(target=blocked)
         thread.start()
         deadline = time.monotonic() + 10
         while not (waiting := app_backends(pg_admin, waiting=True)):
-            assert time.monotonic() < deadline, "the store never waited on the lock"
+            assert time.monotonic() < deadline, "the request never waited on the lock"
             time.sleep(POLL)
         with pg_admin.connect() as killer:
             killer.execute(text("SELECT pg_terminate_backend(:p)"), {"p": waiting[0]})
         thread.join(timeout=10)
         locker.exec_driver_sql("ROLLBACK")
     assert not thread.is_alive()
-    assert_retry_problem(answer["response"], "cannot be reached")
-    assert answer["elapsed"] < 10
+    return answer["response"], answer["elapsed"]
+
+
+@POSTGRES
+def test_a_connection_cut_under_a_transaction_is_a_503_and_the_next_request_serves(
+    pg_admin: Engine, client: TestClient, auth: Auth, rt: Runtime
+) -> None:
+    assert store(client, auth, "warms the pool").status_code == 201
+    response, elapsed = cut_while_waiting(
+        pg_admin, lambda: store(client, auth, "cut mid-transaction")
+    )
+    assert_retry_problem(response, "cannot be reached")
+    assert elapsed < 10
     assert facts_with(rt, "cut mid-transaction") == 0
     assert store(client, auth, "after the cut").status_code == 201
 
@@ -176,31 +185,14 @@ def test_a_connection_cut_under_a_keyword_search_is_a_503_not_a_second_error(
     connection cut under the statement is the fault the answer names (a 503), not the
     reset's error on the dead transaction (a 500, the connection dropped)."""
     assert store(client, auth, "a harbor to search for").status_code == 201
-    answer: dict[str, Any] = {}
 
-    def blocked_search() -> None:
-        answer["response"] = client.get(
-            "/v1/search", params={"q": "harbor", "mode": "keyword"}, headers=auth("default")
-        )
+    def search() -> Any:
+        params = {"q": "harbor", "mode": "keyword"}
+        return client.get("/v1/search", params=params, headers=auth("default"))
 
-    with pg_admin.connect() as locker:
-        locker.exec_driver_sql("BEGIN")
-        locker.exec_driver_sql("LOCK TABLE facts IN ACCESS EXCLUSIVE MODE")
-        thread = threading.Thread(target=blocked_search)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not (waiting := app_backends(pg_admin, waiting=True)):
-            assert time.monotonic() < deadline, "the search never waited on the lock"
-            time.sleep(POLL)
-        with pg_admin.connect() as killer:
-            killer.execute(text("SELECT pg_terminate_backend(:p)"), {"p": waiting[0]})
-        thread.join(timeout=10)
-        locker.exec_driver_sql("ROLLBACK")
-    assert not thread.is_alive()
-    assert_retry_problem(answer["response"], "cannot be reached")
-    found = client.get(
-        "/v1/search", params={"q": "harbor", "mode": "keyword"}, headers=auth("default")
-    )
+    response, _ = cut_while_waiting(pg_admin, search)
+    assert_retry_problem(response, "cannot be reached")
+    found = search()
     assert found.status_code == 200 and found.json()["results"]
 
 
