@@ -265,6 +265,13 @@ class Memory:
         with opened(self.runtime.engine) as conn:
             yield conn, self.context(conn, subject)
 
+    def _model_still_named(self, conn: Connection) -> None:
+        """_ModelSwitched unless the memory (as `conn` sees it) still names the loaded
+        model: asked in a transaction the verb opens anyway, not in a read of its own;
+        the verb then loads the new model (_model) and embeds again."""
+        if not self.runtime.model_is_current(conn):
+            raise _ModelSwitched
+
     def _model(self) -> Embedder | None:
         """The model to embed with now: the one the memory names, if another process
         switched it since (see Runtime.follow_model)."""
@@ -327,7 +334,6 @@ class Memory:
     ) -> list[StoredFact]:
         """store_batch's work with `embedder`; _ModelSwitched (nothing written) when
         `check` and the memory names another model."""
-        rt = self.runtime
         vectors = embed_for_store(embedder, [item.content for item in checked])
         threshold = self._similar_threshold(embedder)
         near: list[list[Similar] | None] = [None] * len(checked)
@@ -336,13 +342,13 @@ class Memory:
             # must not hold the write lock. A near fact stored between the two
             # transactions is not seen: `similar` is a hint, not a uniqueness rule.
             with self.transaction(subject) as (conn, ctx):
-                if check and not rt.model_is_current(conn):
-                    raise _ModelSwitched
+                if check:
+                    self._model_still_named(conn)
                 olds = [item.supersedes_id for item in checked]
                 near = self._similar_batch(conn, ctx, vectors, threshold, olds)
         with self.transaction(subject, write=True) as (conn, ctx):
-            if check and not rt.model_is_current(conn):
-                raise _ModelSwitched  # the transaction rolls back: nothing written
+            if check:
+                self._model_still_named(conn)  # else the transaction rolls back: no write
             # Named only if still readable and current under this transaction's rules.
             hits = {s.id for found in near for s in found or ()}
             kept = search_service.still_visible(conn, ctx, hits) if hits else set()
@@ -883,8 +889,9 @@ class Memory:
         # With no model loaded, look for one first: prepare() would refuse without it.
         embedder = self._model() if uses_model and rt.embedder is None else rt.embedder
         checked = replace(self._prepare_search(request, embedder, embed_now=False), as_of=at)
-        ranking = self._rank(subject, checked, embedder, uses_model)
-        if ranking is None:
+        try:
+            ranking = self._rank(subject, checked, embedder, uses_model)
+        except _ModelSwitched:
             query = replace(self._prepare_search(request, self._model()), as_of=at)
             with self.transaction(subject) as (conn, ctx):
                 ranking = search_service.rank(conn, ctx, query, rt.vector_index)
@@ -917,8 +924,9 @@ class Memory:
         checked: search_service.Query,
         embedder: Embedder | None,
         uses_model: bool,
-    ) -> search_service.Ranking | None:
-        """Embed and rank `checked`; None when another process switched the model.
+    ) -> search_service.Ranking:
+        """Embed and rank `checked`; _ModelSwitched when another process switched the
+        model since (nothing is ranked with the old model's vector).
 
         The model runs first, with no transaction open; then one read snapshot ranks
         (both halves of a hybrid search in it), and hybrid's scoring reads nothing.
@@ -929,8 +937,8 @@ class Memory:
         rt = self.runtime
         query = search_service.embed(checked, embedder, rt.query_cache)
         with self.transaction(subject) as (conn, ctx):
-            if uses_model and not rt.model_is_current(conn):
-                return None
+            if uses_model:
+                self._model_still_named(conn)
             if query.mode != "hybrid":
                 return search_service.rank(conn, ctx, query, rt.vector_index)
             keyword = search_service.keyword_half(conn, ctx, query)
