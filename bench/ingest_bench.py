@@ -29,10 +29,9 @@ import importlib
 import sys
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from bench import machine
 from bench.corpus import sentences
 from bench.databases import Databases
 from bench.search_bench import MODEL, settings_for
+from bench.stages import Timers
 from tests.ops.live import ROOT, LiveServer
 
 SUBJECT = "agent"
@@ -177,39 +177,6 @@ def side_by_side(runners: list[Any], texts: list[str], request: int) -> None:
 # --- where the time goes ------------------------------------------------------------
 
 
-@dataclass
-class Phases:
-    """Inclusive seconds of each timed function, by label."""
-
-    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-
-    def timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[label] += time.perf_counter() - started
-
-        return run
-
-    def timed_transaction(
-        self, label: str, opened: Callable[..., AbstractContextManager[Any]]
-    ) -> Callable[..., AbstractContextManager[Any]]:
-        """The transaction's commit (its exit) under `label`."""
-
-        @contextmanager
-        def run(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            with opened(*args, **kwargs) as conn:
-                try:
-                    yield conn
-                finally:
-                    left = time.perf_counter()
-            self.seconds[label] += time.perf_counter() - left
-
-        return run
-
-
 # (module, class or "", attribute, label): what a store calls, timed where the names
 # exist (another checkout's code may lack some). Indented labels are parts of the row
 # above them (`store rows` holds the write checks, the paths, the vectors and the read
@@ -232,38 +199,34 @@ TIMED = (
 
 
 @contextmanager
-def timing(phases: Phases) -> Iterator[None]:
-    """The TIMED functions and the write transaction's commit timed into `phases`."""
-    undo: list[tuple[Any, str, Any]] = []
+def timing(timers: Timers) -> Iterator[None]:
+    """The TIMED functions (inclusive: a part counts in its row too) and the write
+    transaction's commit timed into `timers`."""
     for module, cls, name, label in TIMED:
         owner: Any = importlib.import_module(module)
         if cls:
             owner = getattr(owner, cls)
-        original = owner.__dict__.get(name)
-        if original is not None:
-            setattr(owner, name, phases.timed(label, original))
-            undo.append((owner, name, original))
-    memory_module = importlib.import_module("app.usecases.memory")
-    opened = memory_module.write_transaction
-    memory_module.write_transaction = phases.timed_transaction("commit", opened)
-    undo.append((memory_module, "write_transaction", opened))
+        if name in vars(owner):
+            timers.wrap(owner, name, label)
+    timers.wrap_exit(importlib.import_module("app.usecases.memory"), "write_transaction", "commit")
     try:
         yield
     finally:
-        for owner, name, original in reversed(undo):
-            setattr(owner, name, original)
+        timers.restore()
 
 
-def breakdown(server: Server, model: ModelAlone, texts: list[str], request: int) -> Phases:
+def breakdown(
+    server: Server, model: ModelAlone, texts: list[str], request: int
+) -> dict[str, float]:
     """Store `texts` into `server`'s memory in this process, the phases timed."""
     env = server.env
     url = env.get("EMBORNAL_DATABASE__URL")
     rt = open_runtime(with_embedding(settings_for(server.home, MODEL, url)))
     rt.embedder = model.embedder  # the model loaded once, in this process
     memory = Memory(rt, via="api")
-    phases = Phases()
+    timers = Timers()
     try:
-        with timing(phases):
+        with timing(timers):
             started = time.perf_counter()
             for start in range(0, len(texts), request):
                 items = [
@@ -271,10 +234,10 @@ def breakdown(server: Server, model: ModelAlone, texts: list[str], request: int)
                     for item in payload(texts[start : start + request], start)
                 ]
                 memory.store_batch(SUBJECT, items)
-            phases.seconds["total"] = time.perf_counter() - started
+            total = time.perf_counter() - started
     finally:
         rt.close()
-    return phases
+    return {**timers.take(), "total": total}
 
 
 # --- the tables ---------------------------------------------------------------------
@@ -312,22 +275,22 @@ def print_rates(model: ModelAlone, servers: list[Server], facts: int, request: i
         print(f"| {what} | {value:.2f} | {'yes' if value >= bound else 'NO'} |")
 
 
-def print_breakdown(found: dict[str, Phases], http: dict[str, float], facts: int) -> None:
+def print_breakdown(found: dict[str, dict[str, float]], http: dict[str, float], facts: int) -> None:
     backends = list(found)
     print(f"\nwhere a store's time goes: {facts} more facts in each memory, in this process")
     print("(ms a fact; indented rows are parts of the row above)\n")
     print("| phase | " + " | ".join(backends) + " |")
     print("|---" * (len(backends) + 1) + "|")
     labels: list[str] = []
-    for phases in found.values():
-        labels += [label for label in phases.seconds if label not in labels and label != "total"]
+    for seconds in found.values():
+        labels += [label for label in seconds if label not in labels and label != "total"]
     order = [label for *_, label in TIMED if label in labels] + ["commit"]
     for label in dict.fromkeys(order):
         if label not in labels:
             continue
-        cells = [f"{found[b].seconds.get(label, 0.0) * 1000 / facts:.3f}" for b in backends]
+        cells = [f"{found[b].get(label, 0.0) * 1000 / facts:.3f}" for b in backends]
         print(f"| {label} | " + " | ".join(cells) + " |")
-    cells = [f"{found[b].seconds['total'] * 1000 / facts:.3f}" for b in backends]
+    cells = [f"{found[b]['total'] * 1000 / facts:.3f}" for b in backends]
     print("| **Memory.store_batch, all** | " + " | ".join(cells) + " |")
     cells = [f"{1000 / http[b]:.3f}" if http.get(b) else "" for b in backends]
     print("| over HTTP (the run above) | " + " | ".join(cells) + " |")

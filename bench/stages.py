@@ -7,6 +7,7 @@ virtualenv, which holds neither numpy nor embornal.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
@@ -78,6 +79,23 @@ class Timers:
             self._undo.append(lambda: delattr(owner, name))
         else:
             self._undo.append(lambda: setattr(owner, name, original))
+
+    def wrap_exit(self, owner: Any, name: str, stage: str) -> None:
+        """Time only the exit of the context manager `owner.name` returns (a
+        transaction's commit) as `stage`."""
+        original = getattr(owner, name)
+
+        @contextlib.contextmanager
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with original(*args, **kwargs) as value:
+                try:
+                    yield value
+                finally:
+                    t0 = self._enter()
+            self._leave(stage, t0)
+
+        setattr(owner, name, timed)
+        self._undo.append(lambda: setattr(owner, name, original))
 
     def take(self) -> dict[str, float]:
         out, self.current = dict(self.current), defaultdict(float)
