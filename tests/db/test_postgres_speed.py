@@ -1,6 +1,6 @@
-"""PostgreSQL's cures of issue 33: one copy of each vector, prepared statements that
-survive read transactions, keyword walks whose settings stay in them, and HNSW built
-after a bulk load."""
+"""PostgreSQL's cures of issue 33: one copy of each vector, kept at half precision,
+prepared statements that survive read transactions, keyword walks whose settings stay
+in them, and HNSW built after a bulk load."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ BY_ID = "SELECT id, embedding FROM facts WHERE id = ANY(%(i)s)"
 def unit(seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal(TEST_WIDTH).astype("<f4")
     return v / np.linalg.norm(v)
+
+
+def half(vector: np.ndarray) -> bytes:
+    """The float32 bytes a vector is read back as once kept as IEEE halves (0011)."""
+    return vector.astype("<f2").astype("<f4").tobytes()
 
 
 def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_back(
@@ -80,7 +85,7 @@ def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_ba
                 if k in (5, 7):
                     assert read[fid] is None
                 else:
-                    assert read[fid] == vectors[k].tobytes()  # exact: float32 both ways
+                    assert read[fid] == half(vectors[k])  # kept as halves since 0011
             assert not conn.exec_driver_sql(
                 "SELECT count(*) FROM pg_trigger WHERE tgname = 'facts_vector_log'"
             ).scalar()
@@ -94,7 +99,7 @@ def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_ba
                 .all()
             )
             assert [back[fid] for fid in ids] == [
-                None if k in (5, 7) else vectors[k].tobytes() for k in range(12)
+                None if k in (5, 7) else half(vectors[k]) for k in range(12)
             ]
         migrate.upgrade(engine, TEST_WIDTH)  # and up again
     finally:
@@ -102,7 +107,7 @@ def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_ba
         postgres.drop_database(url)
 
 
-def test_a_stored_vector_is_kept_once_and_read_back_exactly(actor) -> None:
+def test_a_stored_vector_is_kept_once_and_read_back_at_half_precision(actor) -> None:
     vector = unit(3)
     with actor().tx() as (conn, ctx):
         fact = fact_service.store_fact(
@@ -112,7 +117,68 @@ def test_a_stored_vector_is_kept_once_and_read_back_exactly(actor) -> None:
         assert flag is True  # facts holds no copy: only that facts_vec has it
         stored = backend_of(conn).vectors.stored()
         blob = conn.execute(select(stored).where(facts.c.id == fact.id)).scalar_one()
-        assert blob == vector.tobytes()
+        assert blob == half(vector)  # each float rounded to the nearest half, no more
+        assert np.abs(np.frombuffer(blob, "<f4") - vector).max() < 1e-3
+
+
+def column_and_graph(conn) -> tuple[str, str]:
+    """facts_vec.embedding's type and the operator class its HNSW index is built with."""
+    kind = conn.exec_driver_sql(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = 'facts_vec'::regclass AND attname = 'embedding'"
+    ).scalar_one()
+    opclass = conn.exec_driver_sql(
+        "SELECT opc.opcname FROM pg_index i JOIN pg_opclass opc ON opc.oid = i.indclass[0] "
+        f"WHERE i.indexrelid = '{HNSW_INDEX}'::regclass"
+    ).scalar_one()
+    return kind, opclass
+
+
+def test_0011_keeps_vectors_as_halves_and_the_downgrade_widens_them(
+    postgres: PostgresForTests,
+) -> None:
+    url = postgres.new_empty_database()
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, TEST_WIDTH, revision="0010")
+        vectors = [unit(k) for k in range(6)]
+        with engine.begin() as conn:
+            ids = []
+            for k, vector in enumerate(vectors):
+                fid = conn.exec_driver_sql(
+                    "INSERT INTO facts (path_id, content, owner, created_at, embedding) "
+                    "VALUES (1, %(c)s, 'default', 0, true) RETURNING id",
+                    {"c": f"fact {k}"},
+                ).scalar_one()
+                ids.append(fid)
+                conn.exec_driver_sql(
+                    "INSERT INTO facts_vec (fact_id, embedding) VALUES (%(f)s, %(v)s)",
+                    {"f": fid, "v": "[" + ",".join(map(str, vector.tolist())) + "]"},
+                )
+        migrate.upgrade(engine, TEST_WIDTH)
+        with read_transaction(engine) as conn:
+            assert column_and_graph(conn) == (f"halfvec({TEST_WIDTH})", "halfvec_cosine_ops")
+            stored = backend_of(conn).vectors.stored()
+            read = dict(conn.execute(select(facts.c.id, stored).where(facts.c.id.in_(ids))).all())
+            assert [read[fid] for fid in ids] == [half(v) for v in vectors]
+            # The graph answers: each vector's nearest fact is its own.
+            nearest = backend_of(conn).vectors.nearest
+            assert [nearest(conn, [], v, 1)[0][0] for v in vectors] == ids
+        migrate.downgrade(engine, "0010")
+        with read_transaction(engine) as conn:
+            assert column_and_graph(conn) == (f"vector({TEST_WIDTH})", "vector_cosine_ops")
+            widened = conn.exec_driver_sql(
+                "SELECT fact_id, vector_send(embedding) FROM facts_vec WHERE fact_id = ANY(%(i)s)",
+                {"i": ids},
+            ).all()
+            back = {
+                f: np.frombuffer(sent, ">f4", offset=4).astype("<f4").tobytes()
+                for f, sent in widened
+            }
+            assert [back[fid] for fid in ids] == [half(v) for v in vectors]
+    finally:
+        engine.dispose()
+        postgres.drop_database(url)
 
 
 def test_prepared_statements_survive_read_transactions(rt: Runtime) -> None:

@@ -2,9 +2,11 @@
 
 The schema these queries run on is made by the migrations (their PostgreSQL branch):
 facts.content_tsv, a stored generated tsvector with a GIN index, and facts_vec, a
-vector(width) column with an HNSW index for cosine distance. facts_vec holds the one
-copy of each vector (migration 0009): facts.embedding is a boolean there, true when
-facts_vec holds the fact's vector, NULL while it waits for a model.
+halfvec(width) column (migration 0011: two bytes a dimension) with an HNSW index for
+cosine distance. facts_vec holds the one copy of each vector (migration 0009):
+facts.embedding is a boolean there, true when facts_vec holds the fact's vector, NULL
+while it waits for a model. Vectors arrive and leave as float32; the database keeps
+them as IEEE halves.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from pgvector.psycopg import register_vector
-from pgvector.sqlalchemy import VECTOR
+from pgvector.sqlalchemy import HALFVEC, VECTOR
 from sqlalchemy import (
     BigInteger,
     Connection,
@@ -176,7 +178,7 @@ class PostgresKeywords:
 
 
 class _SentVector(TypeDecorator[bytes]):
-    """vector_send's bytes (int16 width, int16 unused, float4 big-endian) as the float32
+    """halfvec_send's bytes (int16 width, int16 unused, float2 big-endian) as the float32
     little-endian bytes every reader unpacks. Binary both ways: pgvector's text form
     cost 190 us a vector to write and 190 to read (200 candidates: 38 ms), this ~10."""
 
@@ -186,7 +188,7 @@ class _SentVector(TypeDecorator[bytes]):
     def process_result_value(self, value: Any, dialect: Any) -> bytes | None:
         if value is None:
             return None
-        return np.frombuffer(value, ">f4", offset=4).astype("<f4").tobytes()
+        return np.frombuffer(value, ">f2", offset=4).astype("<f4").tobytes()
 
 
 def _binary_vectors(conn: Connection) -> None:
@@ -208,7 +210,7 @@ class PostgresVectors:
     def stored(self) -> Any:
         # One index probe per fact read: the readers read a page's or a search's
         # candidates (at most a few hundred), or stream an export.
-        sent = type_coerce(func.vector_send(_VECTORS.c.embedding), _SentVector())
+        sent = type_coerce(func.halfvec_send(_VECTORS.c.embedding), _SentVector())
         return select(sent).where(_VECTORS.c.fact_id == facts.c.id).scalar_subquery()
 
     def write(self, conn: Connection, fact_ids: Sequence[int], blobs: Sequence[bytes]) -> None:
@@ -272,7 +274,7 @@ class PostgresVectors:
         fetch = _fetch(want)
         _binary_vectors(conn)
         distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
-            bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY)
+            _as_half(bindparam("q", np.asarray(query, dtype=np.float32), type_=_ANY))
         )
         if within:
             scoped = [_in_scope(_scope_query(within)), *filters]
@@ -310,7 +312,7 @@ class PostgresVectors:
             )
             # A VALUES column's parameters arrive as text: the cast makes them vectors.
             distance = _VECTORS.c.embedding.op("<=>", return_type=Float())(
-                cast(asked.c.q, VECTOR())
+                _as_half(cast(asked.c.q, VECTOR()))
             )
             walk = _walk(filters, distance).limit(fetch).lateral("walk")
             rows: dict[int, list[tuple[int, float]]] = {n: [] for n in numbers}
@@ -325,6 +327,12 @@ class PostgresVectors:
                 else:
                     found[n] = _nearest_first(rows[n], wants[n])
         return found
+
+
+def _as_half(query: Any) -> Any:
+    """The query vector (sent as a float32 vector) as the column's type: the HNSW
+    index's operator class compares halfvec with halfvec."""
+    return cast(query, HALFVEC())
 
 
 def _fetch(want: int) -> int:
@@ -384,7 +392,7 @@ def create_vector_table(conn: Connection, width: int) -> None:
     """facts_vec at `width`, with its HNSW index for cosine distance (the migration's DDL)."""
     conn.exec_driver_sql(
         f"CREATE TABLE facts_vec (fact_id INTEGER PRIMARY KEY "
-        f"REFERENCES facts (id) ON DELETE CASCADE, embedding vector({int(width)}) NOT NULL)"
+        f"REFERENCES facts (id) ON DELETE CASCADE, embedding halfvec({int(width)}) NOT NULL)"
     )
     create_hnsw_index(conn)
 
@@ -394,7 +402,7 @@ def create_hnsw_index(conn: Connection) -> None:
     ef_construction 64)."""
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON facts_vec "
-        "USING hnsw (embedding vector_cosine_ops)"
+        "USING hnsw (embedding halfvec_cosine_ops)"
     )
 
 
