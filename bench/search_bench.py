@@ -559,15 +559,17 @@ def hnsw_trade(rt: Runtime, query_vectors: np.ndarray) -> list[dict[str, Any]]:
     beforehand, ACL on) with pgvector's hnsw.ef_search at several sizes."""
     from app.db.dialects import postgresql
 
+    with rt.engine.connect() as conn:
+        chosen = postgresql.ef_search_for(backend(conn).vectors.estimated_vectors(conn))
     out = []
-    saved = postgresql.EF_SEARCH
+    saved = postgresql.ef_search_for
     try:
-        for ef in (40, 100, 200, 400):
-            postgresql.EF_SEARCH = ef
+        for ef in sorted({40, 100, 200, 400, 1000, chosen}):
+            postgresql.ef_search_for = lambda _vectors, ef=ef: ef  # type: ignore[misc]
             times, got = rank_alone(rt, query_vectors)
-            out.append({"ef_search": ef, "default": ef == saved, "rank": ms(times), "got": got})
+            out.append({"ef_search": ef, "default": ef == chosen, "rank": ms(times), "got": got})
     finally:
-        postgresql.EF_SEARCH = saved
+        postgresql.ef_search_for = saved  # type: ignore[misc]
     return out
 
 

@@ -258,3 +258,33 @@ def test_two_facts_of_one_batch_superseding_the_same_fact_are_one_conflict(actor
     with me.tx() as (conn, _ctx):
         count = conn.execute(select(facts.c.id).where(facts.c.supersedes_id == old.id)).all()
     assert count == []
+
+
+def test_the_walk_widens_with_the_memory(rt: Runtime, actor, monkeypatch) -> None:
+    from app.db.dialects import postgresql
+
+    assert postgresql.ef_search_for(1_000) == postgresql.EF_SEARCH == 400
+    assert postgresql.ef_search_for(100_000) == 400
+    assert postgresql.ef_search_for(400_000) == 800  # 400 x sqrt(4)
+    assert postgresql.ef_search_for(10_000_000) == postgresql.EF_SEARCH_MOST == 1000
+    with actor().tx() as (conn, ctx):
+        fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/ef", f"fact {k}") for k in range(8)],
+            vectors=[unit(k).tobytes() for k in range(8)],
+        )
+
+    def walked_with() -> int:
+        with Memory(rt).transaction() as (conn, ctx):
+            query = search_service.Query("", "semantic", 5, unit(2))
+            search_service.rank(conn, ctx, query, rt.vector_index)
+            return int(conn.exec_driver_sql("SHOW hnsw.ef_search").scalar_one())
+
+    assert walked_with() == 400
+    # The memory's size read when the walk starts: as if each vector stood for 100k.
+    monkeypatch.setattr(postgresql, "EF_SIZE", 1)
+    with read_transaction(rt.engine) as conn:
+        vectors = backend_of(conn).vectors.estimated_vectors(conn)
+    assert vectors >= 8
+    assert walked_with() == min(1000, round(400 * vectors**0.5))

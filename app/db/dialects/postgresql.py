@@ -11,6 +11,7 @@ them as IEEE halves.
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -73,6 +74,12 @@ BUILD_MEMORY_MB = 8192
 # (6.4 ms), 0.987 at 400 (9.6 ms): HNSW graphs differ from build to build, and 400
 # is the least that held the 0.95 the index is held to on both.
 EF_SEARCH = 400
+# Past EF_SIZE vectors the walk widens with the square root of how many times larger
+# the memory is, up to pgvector's most (1000): a fixed 400 found 0.763 of the true ten
+# at a million (bench/search_bench.py, halfvec graph), 800 found 0.869 and 1000 0.882
+# (27 ms of ranking against 12).
+EF_SIZE = 100_000
+EF_SEARCH_MOST = 1000
 # The walk of a store's `similar` check, which wants only the few facts at or above the
 # model's similar cosine: close neighbours, which a narrower walk finds. Against the
 # exact answer (bench/similar_ef_bench.py, 20k facts, 400 stores, half of them
@@ -279,7 +286,7 @@ class PostgresVectors:
         if within:
             scoped = [_in_scope(_scope_query(within)), *filters]
             return _nearest_first(_every_scored(conn, scoped, distance, fetch), want)
-        _walk_settings(conn, fetch)
+        _walk_settings(conn, fetch, ef_search_for(self.estimated_vectors(conn)))
         rows = conn.execute(_walk(filters, distance).limit(fetch)).all()
         if len(rows) < want:
             # The scan gave up (hnsw.max_scan_tuples) before the filters let `want`
@@ -304,9 +311,10 @@ class PostgresVectors:
         # A near-duplicate check asks for its few facts and their overfetch only: each
         # row fetched is a candidate whose access rules were asked.
         fetches = [OVERFETCH * want if close else _fetch(want) for want in wants]
+        ef = SIMILAR_EF_SEARCH if close else ef_search_for(self.estimated_vectors(conn))
         for fetch in sorted(set(fetches)):
             numbers = [n for n, f in enumerate(fetches) if f == fetch]
-            _walk_settings(conn, fetch, SIMILAR_EF_SEARCH if close else EF_SEARCH)
+            _walk_settings(conn, fetch, ef)
             asked = values(column("n", Integer), column("q", VECTOR()), name="asked").data(
                 [(n, np.asarray(queries[n], dtype=np.float32)) for n in numbers]
             )
@@ -340,10 +348,19 @@ def _fetch(want: int) -> int:
     return max(OVERFETCH * want, 40)
 
 
-def _walk_settings(conn: Connection, fetch: int, ef_search: int = EF_SEARCH) -> None:
+def ef_search_for(vectors: int) -> int:
+    """A search's hnsw.ef_search in a memory of `vectors` (EF_SEARCH, widened past
+    EF_SIZE). Read when a walk starts, so that a bench may replace it."""
+    if vectors <= EF_SIZE:
+        return EF_SEARCH
+    return min(EF_SEARCH_MOST, round(EF_SEARCH * math.sqrt(vectors / EF_SIZE)))
+
+
+def _walk_settings(conn: Connection, fetch: int, ef_search: int) -> None:
     """pgvector 0.8's iterative scan, wide enough for `fetch` rows (this transaction)."""
     conn.exec_driver_sql("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {max(ef_search, fetch)}")
+    ef = min(max(ef_search, fetch), EF_SEARCH_MOST)
+    conn.exec_driver_sql(f"SET LOCAL hnsw.ef_search = {ef}")
 
 
 def _walk(filters: list[Any], distance: Any) -> Any:
