@@ -193,6 +193,7 @@ TIMED = (
     ("app.services.paths", "", "ensure_path", "  paths"),
     ("app.services.paths", "", "ensure_paths", "  paths"),
     ("app.services.facts", "", "write_vectors", "  vectors and index codes"),
+    ("app.services.vector_index", "", "write_codes", "  vector index writes"),  # PG: HNSW
     ("app.services.facts", "", "hydrate", "  read back"),
     ("app.usecases.memory", "Memory", "_record_stores", "activity"),
 )
