@@ -33,6 +33,9 @@ depends_on: str | Sequence[str] | None = None
 
 def _rebuild(kind: str) -> None:
     conn = op.get_bind()
+    # Minutes at a million vectors (the count, the rewrite, the graph's build: 174 s):
+    # past the statement timeout a server's connections carry (database.statement_timeout_ms).
+    op.execute("SET LOCAL statement_timeout = 0")
     # The column's declared width (pgvector keeps it as the type modifier).
     width = conn.exec_driver_sql(
         "SELECT atttypmod FROM pg_attribute "
