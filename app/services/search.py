@@ -623,15 +623,9 @@ def keyword_half(conn: Connection, ctx: Context, query: Query) -> Keyword:
     # The index walks only the facts holding one of the reader's scope tokens, when
     # they narrow the memory: the same rows pass the clauses, found among fewer.
     within = readable_scope(conn, ctx)
-    scoped = within is not None
-    stmt = scope.statement(
-        f"matches-{len(terms)}-{scoped}",
-        lambda clauses: keywords.matches_statement(clauses, len(terms), scoped),
-    )
     found: dict[int, set[int]] = {i: set() for i in range(len(terms))}
     lengths: dict[int, int] = {}
-    params = keywords.match_params(terms, MATCH_WINDOW, within)
-    for term, fid, n in keywords.matches(conn, stmt, params):
+    for term, fid, n in keywords.matches(conn, terms, MATCH_WINDOW, within, scope.statement):
         found[term].add(fid)
         lengths[fid] = n
     half = Keyword(terms, {t: frozenset(found[i]) for i, t in enumerate(terms)}, lengths)

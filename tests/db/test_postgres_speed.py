@@ -11,7 +11,7 @@ from sqlalchemy import select
 from app.db import migrate
 from app.db.dialects import backend as backend_of
 from app.db.dialects.postgresql import HNSW_INDEX
-from app.db.engine import make_engine, read_transaction
+from app.db.engine import make_engine, read_transaction, write_transaction
 from app.db.tables import facts
 from app.errors import Conflict
 from app.runtime import Runtime
@@ -288,3 +288,76 @@ def test_the_walk_widens_with_the_memory(rt: Runtime, actor, monkeypatch) -> Non
         vectors = backend_of(conn).vectors.estimated_vectors(conn)
     assert vectors >= 8
     assert walked_with() == min(1000, round(400 * vectors**0.5))
+
+
+def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkeypatch) -> None:
+    """PostgresKeywords.matches asks the rules of a rare word's holders and walks a common
+    word's newest first: the two ways give the same holders, hidden, deleted and
+    superseded facts among them."""
+    from app.db.dialects import postgresql
+    from tests.services.test_search import grant
+
+    grant(
+        rt,
+        "p, writer, path:/*, write, allow",
+        "p, writer, path:/*, read, allow",
+        "p, writer, path:/*, delete, allow",
+        "p, reader, path:/open/*, read, allow",
+        "p, reader, tag:team=x, read, allow",
+        "p, reader, path:/open/shut/*, read, deny",
+    )
+    writer = actor("writer")
+    places = ["/open", "/open/shut", "/closed", "/open/deep"]
+    with writer.tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn,
+            ctx,
+            [
+                NewFact(
+                    p,
+                    f"harbor {'kelp ' if k % 4 == 0 else ''}note {k}",
+                    tags={"team": "x"} if k % 5 == 0 else None,
+                )
+                for k in range(30)
+                for p in places
+            ],
+        )
+        fact_service.delete_fact(conn, ctx, stored[0].id)
+        fact_service.store_facts(
+            conn, ctx, [NewFact("/open", "harbor kelp note again", supersedes_id=stored[4].id)]
+        )
+
+    keywords = backend_of_rt(rt).keywords
+
+    def holders(few: int, common: frozenset[str] | None) -> dict[str, frozenset[int]]:
+        """The keyword half's matches with these stems taken as common (None: no
+        statistics, every word walked) and words of at most `few` holders read whole."""
+        monkeypatch.setattr(postgresql, "FEW_HOLDERS", few)
+        monkeypatch.setattr(keywords, "_common_stems", lambda _conn: (common, 0))
+        with Memory(rt).transaction("reader") as (conn, ctx):
+            query = search_service.Query("harbor kelp note", "keyword", 5)
+            return dict(search_service.keyword_half(conn, ctx, query).matches)
+
+    walked = holders(10_000, None)  # every word walked newest first
+    asked = holders(10_000, frozenset())  # every word's holders read whole
+    mixed = holders(40, frozenset({"harbor"}))  # kelp (31 holders) read; note (121) walked
+    assert walked == asked == mixed
+    assert walked["harbor"] and walked["kelp"] and walked["note"]
+    # Capped at the window, newest first, whichever way.
+    monkeypatch.setattr(search_service, "MATCH_WINDOW", 7)
+    assert holders(10_000, None) == holders(10_000, frozenset())
+    assert len(holders(10_000, None)["harbor"]) == 7
+
+    # The planner's statistics: after ANALYZE a word no fact holds is a rare one, and a
+    # stem every fact holds is not.
+    monkeypatch.undo()
+    with write_transaction(rt.engine) as conn:
+        conn.exec_driver_sql("ANALYZE facts")
+    keywords._statistics.clear()
+    with read_transaction(rt.engine) as conn:
+        assert keywords._maybe_rare(conn, ["harbor", "zyzzyvaqq"]) == ([1], 100)
+
+
+def backend_of_rt(rt: Runtime):
+    with read_transaction(rt.engine) as conn:
+        return backend_of(conn)

@@ -19,7 +19,7 @@ compiled per dialect, in app.db.dialects.functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,6 +28,10 @@ from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.statements import Statements
+
+# A search's statement cache (app.services.search.Scope.statement): the statement
+# `build` makes from the search's clauses, kept under `kind`.
+StatementOf = Callable[[str, Callable[[list[Any]], Any]], Any]
 
 
 class Keywords(Protocol):
@@ -47,8 +51,18 @@ class Keywords(Protocol):
         self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
     ) -> dict[str, Any]: ...
 
-    def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
-        """Run the matches statement: its rows."""
+    def matches(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        limit: int,
+        scope: Sequence[str] | None,
+        statement: StatementOf,
+    ) -> Sequence[Any]:
+        """Each term's newest `limit` facts that hold it and pass the search's clauses,
+        as matches_statement's rows. `statement(kind, build)` is the search's statement
+        cache: `build` makes a statement from the clauses (matches_statement's), once
+        per reader and kind. `scope`: the reader's scope tokens, or None."""
         ...
 
     def scope_members(

@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.db.dialects import StatementOf
 from app.db.statements import Statements
 from app.db.tables import facts, facts_fts
 
@@ -70,8 +71,21 @@ class SqliteKeywords:
             "limit": limit,
         }
 
-    def matches(self, conn: Connection, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
-        return conn.execute(stmt, params).all()
+    def matches(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        limit: int,
+        scope: Sequence[str] | None,
+        statement: StatementOf,
+    ) -> Sequence[Any]:
+        # FTS5 reads each term's doclist newest first: one walk a term, whatever it holds.
+        scoped = scope is not None
+        stmt = statement(
+            f"matches-{len(terms)}-{scoped}",
+            lambda clauses: self.matches_statement(clauses, len(terms), scoped),
+        )
+        return conn.execute(stmt, self.match_params(terms, limit, scope)).all()
 
     def scope_members(
         self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
