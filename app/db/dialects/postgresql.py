@@ -146,7 +146,7 @@ _STEMS = text(
 
 class PostgresKeywords:
     def __init__(self) -> None:
-        self._holder_statements: dict[int, Any] = {}
+        self._holder_statements: dict[tuple[int, bool], Any] = {}
         self._statistics: dict[int, tuple[float, frozenset[str] | None, int]] = {}
 
     def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
@@ -205,7 +205,7 @@ class PostgresKeywords:
         scoped = scope is not None
         conn.exec_driver_sql(_WALK_SETTINGS)
         maybe, few = self._maybe_rare(conn, terms)
-        held = self._holders(conn, [terms[i] for i in maybe], few) if maybe else {}
+        held = self._holders(conn, [terms[i] for i in maybe], few, scope) if maybe else {}
         rare = {maybe[k]: ids for k, ids in held.items() if len(ids) <= few}
         common = [i for i in range(len(terms)) if i not in rare]
         rows: list[Any] = []
@@ -264,27 +264,35 @@ class PostgresKeywords:
         self._statistics[key] = (now, common, facts_held)
         return common, facts_held
 
-    def _holders(self, conn: Connection, terms: Sequence[str], few: int) -> dict[int, list[int]]:
-        """Each term's holders through the GIN index, at most `few` + 1 of them,
-        whatever the rules: only how many they are decides, never which rows."""
-        stmt = self._holder_statements.get(len(terms))
+    def _holders(
+        self, conn: Connection, terms: Sequence[str], few: int, scope: Sequence[str] | None
+    ) -> dict[int, list[int]]:
+        """Each term's holders through the GIN index, at most `few` + 1 of them, among
+        the facts holding one of the reader's scope tokens when it has them (a reader
+        pays for its own part of the memory), whatever the rules: only how many they
+        are decides, never which rows."""
+        key = (len(terms), scope is not None)
+        stmt = self._holder_statements.get(key)
         if stmt is None:
+            within = [_in_scope(bindparam("scope"))] if scope is not None else []
             parts = []
             for i in range(len(terms)):
                 held = (
                     select(facts.c.id)
-                    .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))))
+                    .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))), *within)
                     .limit(bindparam("few"))
                     .subquery(f"h{i}")
                 )
                 parts.append(select(literal(i).label("term"), held.c.id))
             stmt = union_all(*parts) if len(parts) > 1 else parts[0]
-            self._holder_statements[len(terms)] = stmt
+            self._holder_statements[key] = stmt
         # Asked only of words outside the planner's common stems, which it expects few
         # facts to hold: it reads them through the index's bitmap.
         found: dict[int, list[int]] = {i: [] for i in range(len(terms))}
         params: dict[str, Any] = {f"term{i}": t for i, t in enumerate(terms)}
         params["few"] = few + 1
+        if scope is not None:
+            params["scope"] = _scope_query(scope)
         for term, fid in conn.execute(stmt, params):
             found[term].append(fid)
         return found
