@@ -204,7 +204,9 @@ class PostgresKeywords:
         for its words: only a plan made for the word can walk it well."""
         scoped = scope is not None
         conn.exec_driver_sql(_WALK_SETTINGS)
-        maybe, few = self._maybe_rare(conn, terms)
+        # A reader the scope tokens narrow walks its own part already (the tokens in each
+        # walk's WHERE): counting a word's holders would count everyone's.
+        maybe, few = self._maybe_rare(conn, terms) if scope is None else ([], 0)
         held = self._holders(conn, [terms[i] for i in maybe], few, scope) if maybe else {}
         rare = {maybe[k]: ids for k, ids in held.items() if len(ids) <= few}
         common = [i for i in range(len(terms)) if i not in rare]
