@@ -94,11 +94,20 @@ SIMILAR_EF_SEARCH = 100
 OVERFETCH = 2
 
 
+# What separates two runs of letters and digits (FTS5's unicode61 splits there too).
+_NOT_ALNUM = "[^[:alnum:]]+"
+
+
+def _ids_in(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
+    """`column` among the ids bound as one array parameter `name`."""
+    return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
+
+
 def _tsquery(term: Any) -> Any:
     """The tsquery of one term, split into runs of letters and digits as FTS5's unicode61
     tokenizer splits it: "ABC-123" is the words abc and 123 on both backends (PostgreSQL's
     own parser would make a signed number of "-123")."""
-    return func.phraseto_tsquery(TS_CONFIG, func.regexp_replace(term, "[^[:alnum:]]+", " ", "g"))
+    return func.phraseto_tsquery(TS_CONFIG, func.regexp_replace(term, _NOT_ALNUM, " ", "g"))
 
 
 _TSV: Any = literal_column("facts.content_tsv")
@@ -139,14 +148,14 @@ _STATISTICS = text(
 # Each term's stems, as the index holds them (the same cut into runs as _tsquery).
 _STEMS = text(
     f"SELECT n, tsvector_to_array(to_tsvector('{TS_CONFIG}'::regconfig, "
-    "regexp_replace(t, '[^[:alnum:]]+', ' ', 'g'))) "
+    f"regexp_replace(t, '{_NOT_ALNUM}', ' ', 'g'))) "
     "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS u(t, n)"
 )
 
 
 class PostgresKeywords:
     def __init__(self) -> None:
-        self._holder_statements: dict[tuple[int, bool], Any] = {}
+        self._holder_statements: dict[int, Any] = {}
         self._statistics: dict[int, tuple[float, frozenset[str] | None, int]] = {}
 
     def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
@@ -207,15 +216,13 @@ class PostgresKeywords:
         # A reader the scope tokens narrow walks its own part already (the tokens in each
         # walk's WHERE): counting a word's holders would count everyone's.
         maybe, few = self._maybe_rare(conn, terms) if scope is None else ([], 0)
-        held = self._holders(conn, [terms[i] for i in maybe], few, scope) if maybe else {}
+        held = self._holders(conn, [terms[i] for i in maybe], few) if maybe else {}
         rare = {maybe[k]: ids for k, ids in held.items() if len(ids) <= few}
         common = [i for i in range(len(terms)) if i not in rare]
         rows: list[Any] = []
         if any(rare.values()):
-            among = statement(f"among-{scoped}", lambda c: self._among_statement(c, scoped))
-            asked: dict[str, Any] = {"ids": sorted({f for ids in rare.values() for f in ids})}
-            if scope is not None:
-                asked["scope"] = _scope_query(scope)
+            among = statement("among", self._among_statement)
+            asked = {"ids": sorted({f for ids in rare.values() for f in ids})}
             passed = dict(conn.execute(among, asked).tuples().all())
             for i, ids in rare.items():
                 newest = sorted((f for f in ids if f in passed), reverse=True)[:limit]
@@ -266,45 +273,35 @@ class PostgresKeywords:
         self._statistics[key] = (now, common, facts_held)
         return common, facts_held
 
-    def _holders(
-        self, conn: Connection, terms: Sequence[str], few: int, scope: Sequence[str] | None
-    ) -> dict[int, list[int]]:
-        """Each term's holders through the GIN index, at most `few` + 1 of them, among
-        the facts holding one of the reader's scope tokens when it has them (a reader
-        pays for its own part of the memory), whatever the rules: only how many they
-        are decides, never which rows."""
-        key = (len(terms), scope is not None)
-        stmt = self._holder_statements.get(key)
+    def _holders(self, conn: Connection, terms: Sequence[str], few: int) -> dict[int, list[int]]:
+        """Each term's holders through the GIN index, at most `few` + 1 of them,
+        whatever the rules: only how many they are decides, never which rows."""
+        stmt = self._holder_statements.get(len(terms))
         if stmt is None:
-            within = [_in_scope(bindparam("scope"))] if scope is not None else []
             parts = []
             for i in range(len(terms)):
                 held = (
                     select(facts.c.id)
-                    .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))), *within)
+                    .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))))
                     .limit(bindparam("few"))
                     .subquery(f"h{i}")
                 )
                 parts.append(select(literal(i).label("term"), held.c.id))
             stmt = union_all(*parts) if len(parts) > 1 else parts[0]
-            self._holder_statements[key] = stmt
+            self._holder_statements[len(terms)] = stmt
         # Asked only of words outside the planner's common stems, which it expects few
         # facts to hold: it reads them through the index's bitmap.
         found: dict[int, list[int]] = {i: [] for i in range(len(terms))}
         params: dict[str, Any] = {f"term{i}": t for i, t in enumerate(terms)}
         params["few"] = few + 1
-        if scope is not None:
-            params["scope"] = _scope_query(scope)
         for term, fid in conn.execute(stmt, params):
             found[term].append(fid)
         return found
 
-    def _among_statement(self, clauses: list[Any], scoped: bool) -> Any:
+    def _among_statement(self, clauses: list[Any]) -> Any:
         """The facts among `:ids` that pass `clauses`: (id, characters of content)."""
-        if scoped:
-            clauses = [_in_scope(bindparam("scope")), *clauses]
         return select(facts.c.id, func.length(facts.c.content)).where(
-            facts.c.id == any_(bindparam("ids", type_=ARRAY(BigInteger))), *clauses
+            _ids_in(facts.c.id, "ids"), *clauses
         )
 
     def scope_members(
@@ -580,7 +577,7 @@ class PostgresBackend:
         return pg_insert(table)
 
     def ids_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
-        return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
+        return _ids_in(column, name)
 
     def ids_locked_in(self, column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
         # An UPDATE locks rows in the order its plan reads them (the heap's, which each
