@@ -161,5 +161,14 @@ def bm25(
 def words_held(held: Sequence[str], idf: Mapping[str, float]) -> float:
     """The idf-weighted share of the query's words a fact holds (0 to 1). The sums are
     fsum's, exact whatever order the words come in, so equal shares are equal."""
+    return words_held_each({0: held}, idf)[0]
+
+
+def words_held_each(
+    held: Mapping[int, Sequence[str]], idf: Mapping[str, float]
+) -> dict[int, float]:
+    """words_held() of each fact, by id, from the words each holds."""
     total = math.fsum(idf.values())
-    return math.fsum(idf[w] for w in held) / total if total > 0 else 0.0
+    if total <= 0:
+        return dict.fromkeys(held, 0.0)
+    return {fid: math.fsum(idf[w] for w in words) / total for fid, words in held.items()}

@@ -596,18 +596,20 @@ class Keyword:
         df = {t: len(self.matches[t]) for t in self.terms}
         return ranking.rarity(df, len(self.lengths))
 
-    def held(self, fact_id: int) -> tuple[str, ...]:
-        """The query words the fact holds (among those whose matches were read)."""
-        return tuple(t for t in self.terms if fact_id in self.matches[t])
-
     @cached_property
-    def ranked(self) -> list[tuple[int, float, tuple[str, ...]]]:
-        """(fact id, BM25, words held) of every matching fact, best first."""
+    def words(self) -> dict[int, tuple[str, ...]]:
+        """The query words each matching fact holds (among those whose matches were
+        read), in the query's order."""
         held: dict[int, list[str]] = {fid: [] for fid in self.lengths}
         for term in self.terms:
             for fid in self.matches[term]:
                 held[fid].append(term)
-        words = {fid: tuple(w) for fid, w in held.items()}
+        return {fid: tuple(w) for fid, w in held.items()}
+
+    @cached_property
+    def ranked(self) -> list[tuple[int, float, tuple[str, ...]]]:
+        """(fact id, BM25, words held) of every matching fact, best first."""
+        words = self.words
         scores = ranking.bm25(words, self.idf(), self.lengths)
         return sorted(((f, scores[f], words[f]) for f in words), key=lambda r: (-r[1], r[0]))
 
@@ -753,6 +755,7 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     ranked = keyword.ranked
     best = [f for f, _, _ in ranked[: _depth(KEYWORD_DEPTH, query.limit)]]
     nearest = [f for f, _ in semantic.nearest]
+    among_nearest = set(nearest)
     found = list(dict.fromkeys(best + nearest + [f for f, _ in semantic.in_span]))
     # A fact not embedded yet (stored with no model, waiting for the background worker)
     # has a vector of zeros: near nothing, its keyword feature nothing either. Keyword
@@ -765,7 +768,8 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     bm25 = {f: s for f, s, _ in ranked}
     best_bm25 = max(bm25.values(), default=0.0) or 1.0
     idf = keyword.idf()
-    held = {f: ranking.words_held(keyword.held(f), idf) for f in found}
+    words = keyword.words
+    held = ranking.words_held_each({f: words[f] for f in found if f in words}, idf)
     near = np.argsort(-cosine, kind="stable")[:NEIGHBOURS]
     mean = matrix[near].mean(axis=0) if len(found) else np.zeros_like(query.vector)
     norm = float(np.linalg.norm(mean))
@@ -779,7 +783,7 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     return Candidates(
         found,
         features,
-        np.isin(found, nearest),
+        np.array([f in among_nearest for f in found], dtype=bool),
         {f: bm25[f] for f in found if f in bm25},
         {f: s for f, s in held.items() if s > 0},
     )

@@ -105,7 +105,16 @@ def bits_width(width: int) -> int:
 
 
 def unpack_blobs(blobs: Sequence[bytes]) -> NDArray[np.float32]:
-    return np.stack([np.frombuffer(b, dtype="<f4") for b in blobs]).astype(np.float32)
+    """The float32 vectors stored as `blobs`, one row each; all must be of one width.
+    One buffer for them all: a hybrid search's hundred-odd candidates took 0.25 ms as
+    one array per blob, stacked."""
+    if not blobs:
+        raise ValueError("no vectors to unpack")
+    size = len(blobs[0])
+    if size % 4 or any(len(blob) != size for blob in blobs):
+        raise ValueError("stored vectors of different widths cannot be one matrix")
+    joined = np.frombuffer(b"".join(blobs), dtype="<f4")
+    return joined.reshape(len(blobs), size // 4).astype(np.float32)
 
 
 # --- the partitions on disk --------------------------------------------------------

@@ -37,6 +37,18 @@ def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
     return vectors.astype(np.float32)
 
 
+def test_stored_vectors_unpack_to_their_rows_and_mixed_widths_are_refused() -> None:
+    vectors = unit_vectors(5)
+    blobs = [row.astype("<f4").tobytes() for row in vectors]
+    unpacked = vector_service.unpack_blobs(blobs)
+    assert unpacked.dtype == np.float32
+    assert np.array_equal(unpacked, vectors)
+    with pytest.raises(ValueError, match="different widths"):
+        vector_service.unpack_blobs([*blobs, blobs[0][:-4]])
+    with pytest.raises(ValueError):
+        vector_service.unpack_blobs([])
+
+
 def store_vectors(rt: Runtime, vectors: np.ndarray, paths: list[str] | None = None) -> list[int]:
     ids: list[int] = []
     for start in range(0, len(vectors), 500):
