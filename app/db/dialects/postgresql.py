@@ -84,11 +84,12 @@ EF_SIZE = 100_000
 EF_SEARCH_MOST = 1000
 # The walk of a store's `similar` check, which wants only the few facts at or above the
 # model's similar cosine: close neighbours, which a narrower walk finds. Against the
-# exact answer (bench/similar_ef_bench.py, 20k facts, 400 stores, half of them
-# near-duplicates, each walk fetching twice the 3 it names): the same facts named for
-# every store at 100 and above, 0.993 at 40; 2.2 ms a fact at 100 against 5.0 at 400
-# (and 7.0 when each walk fetched search's 40).
-SIMILAR_EF_SEARCH = 100
+# exact answer (bench/similar_ef_bench.py, 400 stores, half of them near-duplicates,
+# each walk fetching twice the 3 it names): at 20k facts the same facts named for every
+# store at 60 and above, 0.995 at 40; at 36k 0.995 at 60 and at 100 alike, 0.990 at 40.
+# A fact's check: 1.48 ms at 60 against 1.80 at 100 (20k), 1.73 against 2.01 (36k);
+# 5.0 at 400.
+SIMILAR_EF_SEARCH = 60
 # Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
 # the exact distances of the extra ones re-sort the page and raise recall.
 OVERFETCH = 2
