@@ -29,7 +29,9 @@ from app.usecases.memory import Memory
 _bearer = HTTPBearer(auto_error=False, description="A JWT whose `sub` is the subject")
 
 
-def get_memory(request: Request) -> Memory:
+async def get_memory(request: Request) -> Memory:
+    # async: it reads an attribute, and a sync dependency costs every request a hop
+    # through the thread pool of its own.
     memory: Memory = request.app.state.memory
     return memory
 
