@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> None:
     machine.report_load("onnxruntime's choice")
     efs = [int(e) for e in args.efs.split(",")]
     texts = sentences(args.facts + args.asked // 2)
+    if len(texts) < args.facts + args.asked // 2:
+        raise SystemExit(
+            f"the corpus (bench/corpus.py) holds {len(texts)} sentences: "
+            "--facts plus half of --asked must be at most that"
+        )
     stored, fresh = texts[: args.facts], texts[args.facts :]
     rng = np.random.default_rng(0)
     picks = rng.choice(args.facts, args.asked - len(fresh), replace=False)
