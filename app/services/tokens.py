@@ -30,6 +30,9 @@ from app.rules import MAX_JTI_CHARS, MAX_LABEL_CHARS, TokenStatus
 from app.services.context import Context
 
 REVOCATIONS_KEY = "token_revocations"
+# Read on every request (RevocationList.refresh): built once, so that SQLAlchemy keeps its
+# cache key instead of making a statement and its key again each time.
+_REVOCATIONS_VERSION = select(meta.c.value).where(meta.c.key == REVOCATIONS_KEY)
 # A sign-in link's code: valid this long, and once.
 SIGNIN_CODE_SECONDS = 300
 
@@ -229,9 +232,7 @@ class RevocationList:
         with self._lock:
             if self._read_at >= started:
                 return  # another thread read it while this one waited
-            version = conn.execute(
-                select(meta.c.value).where(meta.c.key == REVOCATIONS_KEY)
-            ).scalar()
+            version = conn.execute(_REVOCATIONS_VERSION).scalar()
             if version != self._version or self._version is None:
                 rows = conn.execute(
                     select(tokens.c.jti).where(
