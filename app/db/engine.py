@@ -112,6 +112,11 @@ def _vec0_path() -> str:
     return os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))
 
 
+# The part of a memory file read through a memory map (1 GiB: a memory of about 350k
+# facts whole; the rest of a larger one is read as before).
+MMAP_BYTES = 1 << 30
+
+
 def set_up_connection(
     dbapi_conn: Any, *, busy_timeout_ms: int = 30_000, cache_size_mb: int = 64
 ) -> None:
@@ -130,6 +135,10 @@ def set_up_connection(
     # vec0 inserts slow down 3x with the 2 MB default page cache (NOTES.md).
     cur.execute(f"PRAGMA cache_size=-{int(cache_size_mb) * 1024}")
     cur.execute("PRAGMA temp_store=MEMORY")
+    # Reads through a memory map of the file (writes still go through SQLite's own
+    # I/O): a page another connection or an earlier search read is not copied again.
+    # Hybrid search at 10k facts, bench.search_profile: the keyword half 5.7 -> 5.1 ms.
+    cur.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     cur.close()
 
 
