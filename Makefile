@@ -9,9 +9,10 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 # Third-party packages come from the lock files, pinned with hashes (requirements/README.md);
 # the project itself goes in editable, without dependencies of its own choosing. uv installs
-# them (itself installed by pip, from its own lock with hashes): 10 s for the whole
-# development set where pip took 37.
-UV := $(BIN)/uv pip install --python $(BIN)/python
+# them (itself installed by pip, from its own lock with hashes), compiled to bytecode as pip
+# does: without it every process compiles what it imports again (PYTHONDONTWRITEBYTECODE
+# is common), half a second more for each server and command the tests start.
+UV := $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode
 LOCKED := $(UV) --require-hashes --no-deps
 
 .PHONY: run test test-fast lint typecheck imports unit unit-fast fuzz soak bench bench-peer openapi image clean lock
