@@ -82,6 +82,25 @@ class Keywords(Protocol):
         ...
 
 
+def walk_matches(
+    keywords: Keywords,
+    conn: Connection,
+    terms: Sequence[str],
+    limit: int,
+    scope: Sequence[str] | None,
+    statement: StatementOf,
+) -> Sequence[Any]:
+    """The walk both backends share: each term's newest `limit` holders that pass the
+    search's clauses, through `keywords`' matches_statement, kept in the search's
+    statement cache; rows (the term's place in `terms`, fact id, characters)."""
+    scoped = scope is not None
+    stmt = statement(
+        f"matches-{len(terms)}-{scoped}",
+        lambda clauses: keywords.matches_statement(clauses, len(terms), scoped),
+    )
+    return conn.execute(stmt, keywords.match_params(terms, limit, scope)).all()
+
+
 class Vectors(Protocol):
     @property
     def in_database(self) -> bool:

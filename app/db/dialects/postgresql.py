@@ -49,7 +49,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, TypeDecorator
 
-from app.db.dialects import StatementOf
+from app.db.dialects import StatementOf, walk_matches
 from app.db.statements import Statements
 from app.db.tables import facts
 from app.errors import Unavailable
@@ -156,7 +156,7 @@ _STEMS = text(
 
 class PostgresKeywords:
     def __init__(self) -> None:
-        self._holder_statements: dict[int, Any] = {}
+        self._statements = Statements()
         self._statistics: dict[int, tuple[float, frozenset[str] | None, int]] = {}
 
     def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
@@ -212,7 +212,6 @@ class PostgresKeywords:
         walk reads a few hundred rows and probes each one's tags by index. A hash must
         fit work_mem to be chosen; for these statements none does. And each is planned
         for its words: only a plan made for the word can walk it well."""
-        scoped = scope is not None
         conn.exec_driver_sql(_WALK_SETTINGS)
         # A reader the scope tokens narrow walks its own part already (the tokens in each
         # walk's WHERE): counting a word's holders would count everyone's.
@@ -229,12 +228,8 @@ class PostgresKeywords:
                 newest = sorted((f for f in ids if f in passed), reverse=True)[:limit]
                 rows += [(i, f, passed[f]) for f in newest]
         if common:
-            walks = statement(
-                f"matches-{len(common)}-{scoped}",
-                lambda c: self.matches_statement(c, len(common), scoped),
-            )
-            params = self.match_params([terms[i] for i in common], limit, scope)
-            rows += [(common[t], f, n) for t, f, n in conn.execute(walks, params)]
+            walked = walk_matches(self, conn, [terms[i] for i in common], limit, scope, statement)
+            rows += [(common[t], f, n) for t, f, n in walked]
         # Not in a `finally`: after a failed statement the transaction is aborted (and
         # rolls the settings back with it), and a RESET there would raise a second error
         # over the first, hiding the database fault a 503 is made from.
@@ -277,8 +272,8 @@ class PostgresKeywords:
     def _holders(self, conn: Connection, terms: Sequence[str], few: int) -> dict[int, list[int]]:
         """Each term's holders through the GIN index, at most `few` + 1 of them,
         whatever the rules: only how many they are decides, never which rows."""
-        stmt = self._holder_statements.get(len(terms))
-        if stmt is None:
+
+        def build() -> Any:
             parts = []
             for i in range(len(terms)):
                 held = (
@@ -288,8 +283,9 @@ class PostgresKeywords:
                     .subquery(f"h{i}")
                 )
                 parts.append(select(literal(i).label("term"), held.c.id))
-            stmt = union_all(*parts) if len(parts) > 1 else parts[0]
-            self._holder_statements[len(terms)] = stmt
+            return union_all(*parts) if len(parts) > 1 else parts[0]
+
+        stmt = self._statements.get(("holders", len(terms)), build)
         # Asked only of words outside the planner's common stems, which it expects few
         # facts to hold: it reads them through the index's bitmap.
         found: dict[int, list[int]] = {i: [] for i in range(len(terms))}

@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.dialects import StatementOf
+from app.db.dialects import StatementOf, walk_matches
 from app.db.statements import Statements
 from app.db.tables import facts, facts_fts
 
@@ -80,12 +80,7 @@ class SqliteKeywords:
         statement: StatementOf,
     ) -> Sequence[Any]:
         # FTS5 reads each term's doclist newest first: one walk a term, whatever it holds.
-        scoped = scope is not None
-        stmt = statement(
-            f"matches-{len(terms)}-{scoped}",
-            lambda clauses: self.matches_statement(clauses, len(terms), scoped),
-        )
-        return conn.execute(stmt, self.match_params(terms, limit, scope)).all()
+        return walk_matches(self, conn, terms, limit, scope, statement)
 
     def scope_members(
         self, conn: Connection, tokens: Sequence[str], limit: int, after: int = 0
