@@ -52,6 +52,34 @@ def test_a_rare_exact_token_finds_its_fact_by_keyword(actor) -> None:
     assert scores["keyword"] == found.results[0].score > 0
 
 
+@pytest.mark.only_backend("sqlite")  # SQLite's statement cache and FTS5's planner
+def test_keyword_walks_keep_their_compiled_statement_between_searches(actor, rt, model) -> None:
+    """SQLite passes a query's LIMIT to FTS5's planner, so a LIMIT bound as a parameter
+    made the walk's statement stale on every bind: each search compiled it again (1.2 ms
+    of a hybrid search at 10k facts). The walks' LIMIT is part of their text; the text is
+    the same from one search to the next, so the compiled statement is reused."""
+    from sqlalchemy import event
+
+    me = actor()
+    notes = [NewFact("/n", f"release note {i} about the billing export") for i in range(5)]
+    store(me, notes, model)
+    walks: list[str] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "MATCH" in statement:
+            walks.append(statement)
+
+    event.listen(rt.engine, "before_cursor_execute", seen)
+    try:
+        for q in ("release billing", "export note", "billing release"):
+            for mode in MODES:
+                assert find(me, q, mode=mode).results
+    finally:
+        event.remove(rt.engine, "before_cursor_execute", seen)
+    assert walks and all("LIMIT ?" not in w and "LIMIT 100" in w for w in walks), walks[0]
+    assert len(set(walks)) == 1  # two words a query, in every mode: one text
+
+
 @pytest.mark.parametrize(
     "hostile",
     [

@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import (
     Connection,
     Engine,
+    Integer,
     String,
     Table,
     TypeDecorator,
@@ -38,6 +39,15 @@ def _in_content(term: str) -> str:
     return '{content} : "' + term.replace('"', '""') + '"'
 
 
+def _fts_limit(name: str) -> Any:
+    """A LIMIT over FTS5, written into the statement's text rather than bound. SQLite
+    hands a query's LIMIT to a virtual table's planner, so a LIMIT bound as a parameter
+    makes the statement stale each time it is bound: it was compiled again on every
+    execution (1.2 ms for a hybrid search's six walks with a reader's rules, 10k facts).
+    Its value is a constant (or one of a few), so the statement cache keeps one text."""
+    return bindparam(name, type_=Integer(), literal_execute=True)
+
+
 def _in_scope(tokens: Sequence[str]) -> str:
     """An FTS5 query for the facts holding one of the scope `tokens` (app.acl.scope)."""
     return f"{{scope}} : ({' OR '.join(tokens)})"
@@ -56,7 +66,7 @@ class SqliteKeywords:
                 .select_from(facts_fts.join(facts, facts.c.id == facts_fts.c.rowid))
                 .where(_FTS.op("MATCH")(bindparam(f"term{i}")), *clauses)
                 .order_by(facts_fts.c.rowid.desc())
-                .limit(bindparam("limit"))
+                .limit(_fts_limit("limit"))
                 .subquery(f"t{i}")
             )
             parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
@@ -89,9 +99,10 @@ class SqliteKeywords:
             select(facts_fts.c.rowid)
             .where(_FTS.op("MATCH")(bindparam("m")), facts_fts.c.rowid > bindparam("after"))
             .order_by(facts_fts.c.rowid)
-            .limit(limit)
+            .limit(_fts_limit("limit"))
         )
-        return list(conn.execute(stmt, {"m": _in_scope(tokens), "after": after}).scalars())
+        params = {"m": _in_scope(tokens), "after": after, "limit": limit}
+        return list(conn.execute(stmt, params).scalars())
 
     def scope_count(self, conn: Connection, tokens: Sequence[str], at_most: int) -> int:
         return len(self.scope_members(conn, tokens, at_most + 1))
