@@ -5,7 +5,8 @@ cannot say the same way on SQLite and PostgreSQL sit here, each behind one
 interface, and the implementation is chosen once per call site by the dialect
 of the connection in hand (`backend(conn)`), never by `if dialect ==` in a service:
 
-- keywords: FTS5 with bm25 on SQLite; a tsvector column with a GIN index on PostgreSQL;
+- keywords: FTS5's doclists on SQLite (its bm25 is never read); a tsvector column with
+  a GIN index on PostgreSQL;
 - vectors: facts.embedding and the codes of the process's in-memory index on SQLite;
   a pgvector column with an HNSW index, searched in the database and the one copy of
   each vector, on PostgreSQL;

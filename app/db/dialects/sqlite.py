@@ -1,4 +1,5 @@
-"""SQLite's side of the seams: FTS5 with bm25, vec0, and the in-memory vector index."""
+"""SQLite's side of the seams: FTS5's doclists (its bm25 is never read), vec0, and the
+in-memory vector index."""
 
 from __future__ import annotations
 
