@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
@@ -58,8 +58,6 @@ def test_keyword_walks_keep_their_compiled_statement_between_searches(actor, rt,
     made the walk's statement stale on every bind: each search compiled it again (1.2 ms
     of a hybrid search at 10k facts). The walks' LIMIT is part of their text; the text is
     the same from one search to the next, so the compiled statement is reused."""
-    from sqlalchemy import event
-
     me = actor()
     notes = [NewFact("/n", f"release note {i} about the billing export") for i in range(5)]
     store(me, notes, model)
