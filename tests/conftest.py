@@ -9,6 +9,7 @@ runs on a copied SQLite file and on a fresh PostgreSQL database (tests/postgres.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,9 +29,22 @@ from app.services.context import Context
 from app.settings import Settings
 from app.usecases.memory import Memory
 from tests.postgres import PostgresForTests
+from tests.scratch import in_memory_parent
 
 TEST_WIDTH = 64
 DAY = 86_400.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path factory reads the option
+def pytest_configure(config: pytest.Config) -> None:
+    """tmp_path in a tmpfs when there is one (tests/scratch.py says why), in a directory
+    of this run's own: a --basetemp given, or an xdist worker's (its controller's), stays."""
+    if config.option.basetemp is not None or hasattr(config, "workerinput"):
+        return
+    parent = in_memory_parent()
+    if parent is not None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="embornal-pytest-", dir=parent)
+        config.add_cleanup(lambda: shutil.rmtree(config.option.basetemp, ignore_errors=True))
 
 
 class FakeClock:
