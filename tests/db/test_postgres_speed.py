@@ -361,3 +361,36 @@ def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkey
 def backend_of_rt(rt: Runtime):
     with read_transaction(rt.engine) as conn:
         return backend_of(conn)
+
+
+def gin_options(conn) -> dict[str, list[str] | None]:
+    rows = conn.exec_driver_sql(
+        "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%(names)s)",
+        {"names": ["facts_content_tsv_idx", "facts_scope_tsv_idx"]},
+    ).all()
+    return dict(rows)
+
+
+def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> None:
+    """Every scan of a GIN index reads its whole pending list (migration 0012): stores
+    merge it past 64 kB, not PostgreSQL's 4 MB, so a search never reads more than 8
+    pages of it. 300 facts of 30 words each leave ~270 kB of entries, about 34 pages
+    under the default; the downgrade gives the default back."""
+    rng = np.random.default_rng(7)
+    words = [f"w{n:05d}x" for n in range(20_000)]
+    with actor().tx() as (conn, ctx):
+        fact_service.store_facts(
+            conn, ctx, [NewFact("/gin", " ".join(rng.choice(words, 30))) for _ in range(300)]
+        )
+    with write_transaction(rt.engine) as conn:
+        pending = conn.exec_driver_sql(
+            "SELECT gin_clean_pending_list('facts_content_tsv_idx'::regclass)"
+        ).scalar_one()
+        assert pending <= 64 * 1024 // 8192
+        assert gin_options(conn) == {
+            "facts_content_tsv_idx": ["gin_pending_list_limit=64"],
+            "facts_scope_tsv_idx": ["gin_pending_list_limit=64"],
+        }
+    migrate.downgrade(rt.engine, "0011")
+    with read_transaction(rt.engine) as conn:
+        assert gin_options(conn) == {"facts_content_tsv_idx": None, "facts_scope_tsv_idx": None}
