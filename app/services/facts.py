@@ -931,7 +931,7 @@ def standing(conn: Connection, ctx: Context, *, limit: int = 10) -> Standing:
 
     The visible facts and their decay are materialized once and read three times: three
     queries would each evaluate the read fragment and the supersede test on every row
-    (at 100k facts, ~40 ms a pass even over the covering index ix_facts_live).
+    (at 100k facts, ~40 ms a pass even over SQLite's covering index ix_facts_live).
     """
     check_limit(limit)
     decay = decay_sql(ctx.clock())

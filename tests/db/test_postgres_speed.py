@@ -394,3 +394,42 @@ def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> No
     migrate.downgrade(rt.engine, "0011")
     with read_transaction(rt.engine) as conn:
         assert gin_options(conn) == {"facts_content_tsv_idx": None, "facts_scope_tsv_idx": None}
+
+
+def live_index(conn) -> str:
+    return conn.exec_driver_sql(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_facts_live'"
+    ).scalar_one()
+
+
+def test_a_recall_updates_the_fact_in_place(rt: Runtime, actor, clock) -> None:
+    """A recall changes no indexed column and finds room on the fact's page (migration
+    0013): PostgreSQL updates the row in place (HOT), writing no index. Searches recall
+    a page of facts each, again and again: ten rounds a day apart over ten facts sharing
+    a page, each moving their last recall and stability.
+    The downgrade gives ix_facts_live its recall columns back."""
+    with actor().tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn, ctx, [NewFact("/hot", f"fact {k}") for k in range(10)]
+        )
+    counts = (
+        "SELECT pg_stat_get_xact_tuples_updated('facts'::regclass), "
+        "pg_stat_get_xact_tuples_hot_updated('facts'::regclass)"
+    )
+    counted = np.zeros(2, dtype=int)
+    for _ in range(10):
+        clock.advance(days=1)
+        with actor().tx() as (conn, ctx):
+            # The backend's counts since it last reported them: take the difference.
+            before = np.array(conn.exec_driver_sql(counts).one())
+            assert len(fact_service.recall_visible(conn, ctx, [f.id for f in stored])) == 10
+            counted += np.array(conn.exec_driver_sql(counts).one()) - before
+    updated, in_place = counted
+    assert updated == 100 and in_place >= 90
+    with read_transaction(rt.engine) as conn:
+        assert "(path_id, deleted_at, created_at)" in live_index(conn)
+    migrate.downgrade(rt.engine, "0012")
+    with read_transaction(rt.engine) as conn:
+        assert "(path_id, deleted_at, created_at, last_recall_at, stability_days)" in live_index(
+            conn
+        )
