@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 IN_MEMORY = Path("/dev/shm")
-ROOM = 2 * 2**30  # a session's scratch peaks far below this
+ROOM = 2 * 2**30  # a whole `make test` peaked at 723 MB there (2026-12-06)
 
 
 def in_memory_parent() -> str | None:
