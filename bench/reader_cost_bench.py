@@ -35,7 +35,7 @@ from app.services import policies as policy_service
 from app.services import vector_index as vector_service
 from app.usecases.memory import Memory, NewFact, SearchRequest
 from bench import machine, search_bench
-from bench.databases import Databases
+from bench.databases import Databases, analyse
 from bench.search_bench import BATCH
 
 READER = "agent"
@@ -73,13 +73,9 @@ def build(
     with write_transaction(rt.engine) as conn:
         # What the next start would do (open_runtime): train the cells.
         vector_service.repartition_if_stale(conn)
-    if rt.engine.dialect.name == "postgresql":
-        # What autovacuum would soon do after the inserts (as search_bench's build): else
-        # it runs during the searches, and each memory is planned without statistics
-        # or with them by chance (two runs' ratios went 0.55-1.78 on one code).
-        with rt.engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-            conn.exec_driver_sql("VACUUM ANALYZE")
+    # Without it each PostgreSQL memory was planned with statistics or without them by
+    # chance (two runs' ratios went 0.55-1.78 on one code).
+    analyse(rt.engine)
     return {"build_s": time.perf_counter() - started}
 
 

@@ -65,7 +65,7 @@ from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
 from bench import machine
 from bench.corpus import sentences
-from bench.databases import Databases
+from bench.databases import Databases, analyse
 
 OUT = Path(__file__).parent / "out"
 MODEL, WIDTH = "minilm-l6", 384
@@ -234,14 +234,11 @@ def build(
         # What the next start would do (open_runtime): train the cells.
         vector_service.repartition_if_stale(conn)
     partition_s = time.perf_counter() - t0
-    with rt.engine.connect() as conn:
-        if url is None:
+    if url is None:
+        with rt.engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        elif have < size:
-            # What autovacuum would soon do after the inserts: planner statistics and
-            # the visibility map (index-only scans), so every run measures the same state.
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-            conn.exec_driver_sql("VACUUM ANALYZE")
+    elif have < size:
+        analyse(rt.engine)
     rt.close()
     built = size - have
     record = home / "build.json"
