@@ -10,8 +10,9 @@ vectors): "alone" holds the reader's own facts only (`agent`, who reads and writ
 then --others facts of other agents (/agents/o0 ... /agents/o49), drawn from the
 same sentences, so they hold the reader's words and sit near its queries, and are
 newer than its own. The reader searches both with the same queries through the use
-case the route calls (Memory.search, the real model), each query first new to the
-process and then again (its embedding cached). Prints each mode's p50 in both and
+case the route calls (Memory.search, the real model), each query first new to each
+memory's process state and then again (its embedding cached), the two memories in
+turn, query by query. Prints each mode's p50 in both and
 their ratio (issue 33: at most 1.5), and checks that every page is the same in both:
 what the reader cannot see changes nothing it is shown.
 """
@@ -84,21 +85,27 @@ def asked(q: str, mode: str) -> str:
     return " ".join(q.split()[:3]) if mode == "keyword" else f"{q} {mode}"
 
 
-def searches(rt: Any, queries: list[str]) -> dict[str, Any]:
-    """Each mode's first-time and seen-before latencies, and every page's ids."""
-    memory = Memory(rt)
-    memory.search(READER, SearchRequest(q="warm up the model and the caches", limit=10))
-    out: dict[str, Any] = {}
+def searches(rts: dict[str, Any], queries: list[str]) -> dict[str, dict[str, Any]]:
+    """Each memory's first-time and seen-before latencies per mode, and every page's
+    ids. The memories are asked in turn, query by query (which goes first alternates):
+    a change in the machine's speed during the run falls on both alike."""
+    memories = {name: Memory(rt) for name, rt in rts.items()}
+    for memory in memories.values():
+        memory.search(READER, SearchRequest(q="warm up the model and the caches", limit=10))
+    out: dict[str, dict[str, Any]] = {name: {} for name in memories}
     for mode in MODES:
-        first, again, pages = [], [], []
-        for times in (first, again):
-            for q in queries:
-                t0 = time.perf_counter()
-                page = memory.search(READER, SearchRequest(q=asked(q, mode), mode=mode, limit=10))
-                times.append(time.perf_counter() - t0)
-                if times is first:
-                    pages.append([r.fact.id for r in page.results])
-        out[mode] = {"first": first, "again": again, "pages": pages}
+        for name in memories:
+            out[name][mode] = {"first": [], "again": [], "pages": []}
+        for run in ("first", "again"):
+            for i, q in enumerate(queries):
+                names = list(memories) if i % 2 == 0 else list(reversed(memories))
+                for name in names:
+                    request = SearchRequest(q=asked(q, mode), mode=mode, limit=10)
+                    t0 = time.perf_counter()
+                    page = memories[name].search(READER, request)
+                    out[name][mode][run].append(time.perf_counter() - t0)
+                    if run == "first":
+                        out[name][mode]["pages"].append([r.fact.id for r in page.results])
     return out
 
 
@@ -126,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
             root, args.unique, args.queries
         )
         databases = Databases(args.backend, args.database_url)
-        results, built = {}, {}
+        built: dict[str, Any] = {}
+        rts: dict[str, Any] = {}
         try:
             print(databases.describe())
             for name, others in (("alone", 0), ("shared", args.others)):
@@ -134,20 +142,19 @@ def main(argv: list[str] | None = None) -> None:
                 marker = home / "built.json"
                 home.mkdir(parents=True, exist_ok=True)
                 url = databases.url(args.own + others)
-                rt = open_runtime(search_bench.settings_for(home, url=url))
-                try:
-                    if url is None and marker.exists():
-                        built[name] = json.loads(marker.read_text())
-                    else:
-                        built[name] = build(rt, args.own, others, unique, vectors)
-                        marker.write_text(json.dumps(built[name]))
-                    rt.embedder = embedder
-                    rt.load_vector_index()
-                    results[name] = searches(rt, queries)
-                finally:
-                    rt.close()
+                rt = rts[name] = open_runtime(search_bench.settings_for(home, url=url))
+                if url is None and marker.exists():
+                    built[name] = json.loads(marker.read_text())
+                else:
+                    built[name] = build(rt, args.own, others, unique, vectors)
+                    marker.write_text(json.dumps(built[name]))
+                rt.embedder = embedder
+                rt.load_vector_index()
                 print(f"  {name}: built in {built[name]['build_s']:.1f} s", file=sys.stderr)
+            results = searches(rts, queries)
         finally:
+            for rt in rts.values():
+                rt.close()
             databases.close()
     print(
         f"\n{args.backend}: the reader's {args.own} facts alone, and with {args.others} "

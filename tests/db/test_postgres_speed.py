@@ -433,3 +433,97 @@ def test_a_recall_updates_the_fact_in_place(rt: Runtime, actor, clock) -> None:
         assert "(path_id, deleted_at, created_at, last_recall_at, stability_days)" in live_index(
             conn
         )
+
+
+def scanned(plan: dict) -> set[tuple[str, str]]:
+    """(node type, relation) of every node of an EXPLAIN (FORMAT JSON) plan that reads one."""
+    found = {(plan["Node Type"], plan["Relation Name"])} if "Relation Name" in plan else set()
+    for child in plan.get("Plans", []):
+        found |= scanned(child)
+    return found
+
+
+def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
+    """A reader whose rules name a small part of the memory has that part scored whole:
+    its facts found first, their vectors read by key, never the whole of facts_vec (a
+    join had the planner hash the part and read every vector past it)."""
+    from sqlalchemy import event
+
+    from tests.services.test_search import grant
+
+    grant(rt, "p, reader, path:/mine/*, read, allow")
+    with actor().tx() as (conn, ctx):
+        mine = fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/mine", f"mine {k}") for k in range(300)],
+            vectors=[unit(k).tobytes() for k in range(300)],
+        )
+    with write_transaction(rt.engine) as conn:
+        # 12,000 facts of others (rows copied in SQL: the store path would take minutes).
+        conn.exec_driver_sql(
+            "INSERT INTO facts (path_id, content, owner, created_at, recall_count, "
+            "stability_days, embedding, scope) SELECT path_id, content || ' ' || n, 'other', "
+            "created_at, 0, 1.0, embedding, 'elsewhere' FROM facts, generate_series(1, 40) AS n"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO facts_vec (fact_id, embedding) SELECT id, "
+            "(SELECT embedding FROM facts_vec LIMIT 1) FROM facts WHERE owner = 'other'"
+        )
+    with rt.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+    statements: list[tuple[str, dict]] = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "<=>" in statement:
+            statements.append((statement, parameters))
+
+    event.listen(rt.engine, "before_cursor_execute", keep)
+    try:
+        reader = actor("reader")
+        with reader.tx() as (conn, ctx):
+            query = search_service.Query("", "semantic", 10, unit(7))
+            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+    finally:
+        event.remove(rt.engine, "before_cursor_execute", keep)
+    assert ranking.order[0][0] == mine[7].id  # unit(7) is its vector
+    assert len(statements) == 1
+    with rt.engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0][0], statements[0][1])
+        plan = cursor.fetchone()[0][0]["Plan"]
+    reads = scanned(plan)
+    assert ("Index Scan", "facts_vec") in reads, reads
+    assert not {node for node in reads if node[1] == "facts_vec" and node[0] != "Index Scan"}
+
+
+def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch) -> None:
+    """Whether a reader's part is small (search._small_part) is counted at most once per
+    STATS_KEPT_S for the same tokens: a count answers any later question it settles
+    (exact, or more than asked), and a larger question counts again."""
+    from sqlalchemy import event
+
+    from app.acl import scope
+    from app.db.dialects import postgresql
+
+    with actor().tx() as (conn, ctx):
+        fact_service.store_facts(conn, ctx, [NewFact("/part", f"fact {k}") for k in range(10)])
+    tokens = [scope.node_token("/part")]
+    counts: list[str] = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "count(" in statement:
+            counts.append(statement)
+
+    event.listen(rt.engine, "before_cursor_execute", keep)
+    try:
+        with read_transaction(rt.engine) as conn:
+            keywords = backend_of(conn).keywords
+            asked = [keywords.scope_count(conn, tokens, n) for n in (5, 3, 5, 20, 15, 40)]
+            assert asked == [6, 4, 6, 10, 10, 10]
+            assert len(counts) == 2  # at 5 (more than 5), then at 20 (exactly 10)
+            monkeypatch.setattr(postgresql, "STATS_KEPT_S", 0.0)
+            assert keywords.scope_count(conn, tokens, 40) == 10
+            assert len(counts) == 3
+    finally:
+        event.remove(rt.engine, "before_cursor_execute", keep)
