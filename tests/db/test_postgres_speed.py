@@ -445,13 +445,19 @@ def scanned(plan: dict) -> set[tuple[str, str]]:
 
 def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
     """A reader whose rules name a small part of the memory has that part scored whole:
-    its facts found first, their vectors read by key, never the whole of facts_vec (a
-    join had the planner hash the part and read every vector past it)."""
+    the facts holding its tokens scored by key (never the whole of facts_vec: a join
+    had the planner hash the part and read every vector past it), then the rules asked
+    of the nearest first. Hidden, deleted and superseded facts nearest the query are
+    passed over: the page is the exact answer over what the reader may read."""
     from sqlalchemy import event
 
     from tests.services.test_search import grant
 
-    grant(rt, "p, reader, path:/mine/*, read, allow")
+    grant(
+        rt,
+        "p, reader, path:/mine/*, read, allow",
+        "p, reader, path:/mine/secret/*, read, deny",
+    )
     with actor().tx() as (conn, ctx):
         mine = fact_service.store_facts(
             conn,
@@ -459,8 +465,22 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
             [NewFact("/mine", f"mine {k}") for k in range(300)],
             vectors=[unit(k).tobytes() for k in range(300)],
         )
+        # Nearer the query than anything the reader may read, and hidden from it.
+        fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/mine/secret", f"secret {k}") for k in range(20)],
+            vectors=[unit(7).tobytes()] * 20,
+        )
+        fact_service.delete_fact(conn, ctx, mine[7].id)
+        successor = fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/mine", "mine 8, again", None, mine[8].id)],
+            vectors=[unit(900).tobytes()],
+        )
     with write_transaction(rt.engine) as conn:
-        # 12,000 facts of others (rows copied in SQL: the store path would take minutes).
+        # 12,840 facts of others (rows copied in SQL: the store path would take minutes).
         conn.exec_driver_sql(
             "INSERT INTO facts (path_id, content, owner, created_at, recall_count, "
             "stability_days, embedding, scope) SELECT path_id, content || ' ' || n, 'other', "
@@ -478,15 +498,25 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
         if "<=>" in statement:
             statements.append((statement, parameters))
 
+    asked = unit(7) + 0.3 * unit(8)
+    asked /= np.linalg.norm(asked)
     event.listen(rt.engine, "before_cursor_execute", keep)
     try:
-        reader = actor("reader")
-        with reader.tx() as (conn, ctx):
-            query = search_service.Query("", "semantic", 10, unit(7))
+        with actor("reader").tx() as (conn, ctx):
+            query = search_service.Query("", "semantic", 10, asked)
             ranking = search_service.rank(conn, ctx, query, rt.vector_index)
     finally:
         event.remove(rt.engine, "before_cursor_execute", keep)
-    assert ranking.order[0][0] == mine[7].id  # unit(7) is its vector
+    readable = {f.id: unit(k) for k, f in enumerate(mine) if k not in (7, 8)}
+    readable[successor[0].id] = unit(900)
+    halves = {fid: np.frombuffer(half(v), "<f4") for fid, v in readable.items()}
+    query_half = np.frombuffer(half(asked), "<f4")
+    cosine = {
+        fid: float(v @ query_half / np.linalg.norm(v) / np.linalg.norm(query_half))
+        for fid, v in halves.items()
+    }
+    exact = sorted(cosine, key=lambda fid: (-cosine[fid], fid))[:10]
+    assert [fid for fid, _ in ranking.order] == exact
     assert len(statements) == 1
     with rt.engine.connect() as conn:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
