@@ -155,6 +155,8 @@ def policy_version(conn: Connection) -> int:
 _CLAUSES_KEPT = 8
 # Access objects kept per loaded enforcer, one per subject.
 _SUBJECTS_KEPT = 4096
+# Decisions kept per Access (Access.can).
+_DECISIONS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,10 @@ class Access:
     )
     # Statements built around this subject's fragments, kept for its next requests.
     statements: Statements = field(default_factory=Statements, repr=False, compare=False)
+    # enforce()'s answers by (action, encoded resource): a pure function of the loaded
+    # enforcer, which is never changed (a policy change loads a new one, and a new
+    # Access). A batch stores many facts at one node, a page asks the same of its facts.
+    _decisions: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def principals(self) -> frozenset[str]:
@@ -245,8 +251,15 @@ class Access:
         return clause
 
     def can(self, action: str, resource: Resource) -> bool:
+        key = (action, resource.encode())
         with _ENFORCE_LOCK:
-            return bool(self.enforcer.enforce(self.subject, resource.encode(), action))
+            decided = self._decisions.get(key)
+            if decided is None:
+                decided = bool(self.enforcer.enforce(self.subject, key[1], action))
+                if len(self._decisions) >= _DECISIONS_KEPT:
+                    self._decisions.clear()
+                self._decisions[key] = decided
+            return decided
 
 
 def _as_text(

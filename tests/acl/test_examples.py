@@ -478,3 +478,25 @@ def test_the_enforcer_parses_its_matcher_once(rt: Runtime, monkeypatch) -> None:
     ]
     assert asked == [True, False, False, False, False, False]
     assert len(parsed) == 1
+
+
+def test_a_decision_is_asked_of_casbin_once_per_loaded_policy(rt: Runtime) -> None:
+    """Access.can keeps enforce()'s answers (a batch stores many facts at one node); a
+    policy change loads a new enforcer, whose Access asks again."""
+    add(rt, "p, memo, path:/memo/*, write, allow")
+    node = Resource("/memo/a", {})
+
+    def asked_twice() -> tuple[list[bool], int]:
+        with UseCases(rt).transaction("memo") as (_conn, ctx):
+            calls = []
+            enforce = ctx.access.enforcer.enforce
+            ctx.access.enforcer.enforce = lambda *a: calls.append(a) or enforce(*a)
+            try:
+                return [ctx.access.can("write", node) for _ in range(2)], len(calls)
+            finally:
+                del ctx.access.enforcer.enforce
+
+    assert asked_twice() == ([True, True], 1)
+    assert asked_twice() == ([True, True], 0)  # the same Access, the same answers
+    add(rt, "p, memo, path:/memo/a, write, deny")
+    assert asked_twice() == ([False, False], 1)
