@@ -541,12 +541,13 @@ def _walk(filters: list[Any], distance: Any) -> Any:
 
 
 def _every_scored(conn: Connection, filters: list[Any], distance: Any, fetch: int) -> Any:
-    """The nearest `fetch` of every fact the filters keep, each scored exactly.
+    """The nearest `fetch` of every fact the filters keep, each scored exactly: the
+    walk's last resort, when its filters keep few facts.
 
     The kept facts' ids are found first, as one array, and their vectors read by key:
     a cost in proportion to the facts kept. As a join, the planner hashed the kept
-    facts and read every vector past them, a cost in proportion to the memory (a
-    reader of 5,000 facts among 105,000, bench.reader_cost_bench's: 10,400 pages of
+    facts and read every vector past them, a cost in proportion to the memory (when a
+    reader's part was scored this way: 5,000 facts among 105,000, 10,400 pages of
     facts_vec, 59 ms under EXPLAIN ANALYZE; by key 10-15 ms). The materialized CTE
     keeps the planner from the HNSW index (no ORDER BY inside it)."""
     kept = func.array(select(facts.c.id).where(*filters).scalar_subquery())
