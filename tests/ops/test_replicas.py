@@ -11,7 +11,6 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,8 +22,13 @@ pytestmark = pytest.mark.timeout(240)
 WRITERS, READERS, FACTS_PER_WRITER = 16, 8, 12
 
 
-@pytest.fixture
-def replicas(postgres, tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
+# One pair for the module's tests (each works under its own path): starting two
+# servers, the first migrating a new database, is most of each test's time.
+@pytest.fixture(scope="module")
+def replicas(
+    postgres, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LiveServer, LiveServer]]:
+    tmp_path = tmp_path_factory.mktemp("replicas")
     url = postgres.new_empty_database()
     key = tmp_path / "jwt-secret"
     key.write_text("replicas-share-this-key-" + "x" * 40)
