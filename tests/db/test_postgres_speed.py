@@ -530,7 +530,8 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
 def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch) -> None:
     """Whether a reader's part is small (search._small_part) is counted at most once per
     STATS_KEPT_S for the same tokens: a count answers any later question it settles
-    (exact, or more than asked), and a larger question counts again."""
+    (exact, or more than asked, with the facts stored since taken as members), and
+    another question counts again."""
     from sqlalchemy import event
 
     from app.acl import scope
@@ -552,8 +553,16 @@ def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch
             asked = [keywords.scope_count(conn, tokens, n) for n in (5, 3, 5, 20, 15, 40)]
             assert asked == [6, 4, 6, 10, 10, 10]
             assert len(counts) == 2  # at 5 (more than 5), then at 20 (exactly 10)
-            monkeypatch.setattr(postgresql, "STATS_KEPT_S", 0.0)
-            assert keywords.scope_count(conn, tokens, 40) == 10
+        # Facts stored since are members, or might be: 10 + 10 new may pass 15.
+        with actor().tx() as (conn, ctx):
+            fact_service.store_facts(conn, ctx, [NewFact("/part", f"new {k}") for k in range(10)])
+        with read_transaction(rt.engine) as conn:
+            assert keywords.scope_count(conn, tokens, 40) == 20  # 10 + 10 <= 40: kept
+            assert len(counts) == 2
+            assert keywords.scope_count(conn, tokens, 15) == 16  # counted again
             assert len(counts) == 3
+            monkeypatch.setattr(postgresql, "STATS_KEPT_S", 0.0)
+            assert keywords.scope_count(conn, tokens, 40) == 20
+            assert len(counts) == 4
     finally:
         event.remove(rt.engine, "before_cursor_execute", keep)
