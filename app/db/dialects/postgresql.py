@@ -157,10 +157,16 @@ _STEMS = text(
 )
 
 
+def _memory_key(conn: Connection) -> str:
+    """Which memory a kept statistic is of: its database's URL (an engine's id comes
+    back for another database once the engine is gone)."""
+    return conn.engine.url.render_as_string()
+
+
 class PostgresKeywords:
     def __init__(self) -> None:
         self._statements = Statements()
-        self._statistics: dict[int, tuple[float, frozenset[str] | None, int]] = {}
+        self._statistics: dict[str, tuple[float, frozenset[str] | None, int]] = {}
         # scope_count's counts: (database, tokens) -> (when, facts counted, the most
         # asked, the newest fact's id then).
         self._scope_counts: dict[tuple[str, tuple[str, ...]], tuple[float, int, int, int]] = {}
@@ -264,7 +270,7 @@ class PostgresKeywords:
         """pg_stats' most common stems of facts.content_tsv and the planner's count of
         facts (ANALYZE keeps both), read again after STATS_KEPT_S: only which way a
         word is read depends on them."""
-        key = id(conn.engine)
+        key = _memory_key(conn)
         kept = self._statistics.get(key)
         now = time.monotonic()
         if kept is not None and now - kept[0] < STATS_KEPT_S:
@@ -326,7 +332,7 @@ class PostgresKeywords:
         # grow and each new fact adds at most one member, so a kept count answers while
         # the facts stored since could not have taken the part past `at_most`: a bulk
         # import into a small part is counted again at the next search.
-        key = (conn.engine.url.render_as_string(), tuple(tokens))
+        key = (_memory_key(conn), tuple(tokens))
         now = time.monotonic()
         newest = int(conn.execute(_NEWEST_FACT).scalar_one() or 0)
         kept = self._scope_counts.get(key)
@@ -557,18 +563,23 @@ def _every_scored(conn: Connection, filters: list[Any], distance: Any, fetch: in
     a cost in proportion to the facts kept. As a join, the planner hashed the kept
     facts and read every vector past them, a cost in proportion to the memory (when a
     reader's part was scored this way: 5,000 facts among 105,000, 10,400 pages of
-    facts_vec, 59 ms under EXPLAIN ANALYZE; by key 10-15 ms). The materialized CTE
-    keeps the planner from the HNSW index (no ORDER BY inside it)."""
-    kept = func.array(select(facts.c.id).where(*filters).scalar_subquery())
-    scored = (
-        select(_VECTORS.c.fact_id.label("id"), distance.label("distance"))
-        .where(_VECTORS.c.fact_id == func.any(kept))
-        .cte("scored")
-        .prefix_with("MATERIALIZED")
-    )
+    facts_vec, 59 ms under EXPLAIN ANALYZE; by key 10-15 ms)."""
+    scored = _scored_by_key(select(facts.c.id).where(*filters), distance)
     return conn.execute(
         select(scored.c.id, scored.c.distance).order_by(scored.c.distance).limit(fetch)
     ).all()
+
+
+def _scored_by_key(ids: Any, distance: Any) -> Any:
+    """(id, distance) of each fact the statement `ids` names that has a vector: the ids
+    taken as one array and each vector read by key, a cost in proportion to the ids.
+    A materialized CTE with no ORDER BY: the planner cannot take the HNSW index for it."""
+    return (
+        select(_VECTORS.c.fact_id.label("id"), distance.label("distance"))
+        .where(_VECTORS.c.fact_id == func.any(func.array(ids.scalar_subquery())))
+        .cte("scored")
+        .prefix_with("MATERIALIZED")
+    )
 
 
 def _part_scored(
@@ -579,15 +590,9 @@ def _part_scored(
     asked of the nearest first, one fact at a time, until `fetch` pass, as the HNSW walk
     asks them. Asking the filters of every holder first (the read rules, not deleted,
     no successor: an index probe each) was half the statement's time (5,000 holders:
-    ~6 of 11 ms, bench.reader_cost_bench). The materialized CTE keeps the planner from
-    the HNSW index; OFFSET 0 keeps the filters from being pushed under the sort."""
-    holders = func.array(select(facts.c.id).where(_in_scope(bindparam("scope"))).scalar_subquery())
-    scored = (
-        select(_VECTORS.c.fact_id.label("id"), distance.label("distance"))
-        .where(_VECTORS.c.fact_id == func.any(holders))
-        .cte("scored")
-        .prefix_with("MATERIALIZED")
-    )
+    ~6 of 11 ms, bench.reader_cost_bench). OFFSET 0 keeps the filters from being
+    pushed under the sort."""
+    scored = _scored_by_key(select(facts.c.id).where(_in_scope(bindparam("scope"))), distance)
     nearest_first = (
         select(scored.c.id, scored.c.distance)
         .order_by(scored.c.distance, scored.c.id)
