@@ -21,6 +21,7 @@ from app.services.facts import NewFact
 from app.usecases.memory import Memory
 from tests.conftest import TEST_WIDTH
 from tests.postgres import PostgresForTests
+from tests.statements import executed
 
 
 @pytest.fixture(scope="module")
@@ -449,8 +450,6 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
     had the planner hash the part and read every vector past it), then the rules asked
     of the nearest first. Hidden, deleted and superseded facts nearest the query are
     passed over: the page is the exact answer over what the reader may read."""
-    from sqlalchemy import event
-
     from tests.services.test_search import grant
 
     grant(
@@ -492,21 +491,11 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
         )
     with rt.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
-    statements: list[tuple[str, dict]] = []
-
-    def keep(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "<=>" in statement:
-            statements.append((statement, parameters))
-
     asked = unit(7) + 0.3 * unit(8)
     asked /= np.linalg.norm(asked)
-    event.listen(rt.engine, "before_cursor_execute", keep)
-    try:
-        with actor("reader").tx() as (conn, ctx):
-            query = search_service.Query("", "semantic", 10, asked)
-            ranking = search_service.rank(conn, ctx, query, rt.vector_index)
-    finally:
-        event.remove(rt.engine, "before_cursor_execute", keep)
+    with executed(rt.engine, "<=>") as statements, actor("reader").tx() as (conn, ctx):
+        query = search_service.Query("", "semantic", 10, asked)
+        ranking = search_service.rank(conn, ctx, query, rt.vector_index)
     readable = {f.id: unit(k) for k, f in enumerate(mine) if k not in (7, 8)}
     readable[successor[0].id] = unit(900)
     halves = {fid: np.frombuffer(half(v), "<f4") for fid, v in readable.items()}
@@ -532,22 +521,13 @@ def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch
     STATS_KEPT_S for the same tokens: a count answers any later question it settles
     (exact, or more than asked, with the facts stored since taken as members), and
     another question counts again."""
-    from sqlalchemy import event
-
     from app.acl import scope
     from app.db.dialects import postgresql
 
     with actor().tx() as (conn, ctx):
         fact_service.store_facts(conn, ctx, [NewFact("/part", f"fact {k}") for k in range(10)])
     tokens = [scope.node_token("/part")]
-    counts: list[str] = []
-
-    def keep(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "count(" in statement:
-            counts.append(statement)
-
-    event.listen(rt.engine, "before_cursor_execute", keep)
-    try:
+    with executed(rt.engine, "count(") as counts:
         with read_transaction(rt.engine) as conn:
             keywords = backend_of(conn).keywords
             asked = [keywords.scope_count(conn, tokens, n) for n in (5, 3, 5, 20, 15, 40)]
@@ -564,5 +544,3 @@ def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch
             monkeypatch.setattr(postgresql, "STATS_KEPT_S", 0.0)
             assert keywords.scope_count(conn, tokens, 40) == 20
             assert len(counts) == 4
-    finally:
-        event.remove(rt.engine, "before_cursor_execute", keep)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import text
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
@@ -18,6 +18,7 @@ from app.services import search as search_service
 from app.services.facts import NewFact
 from app.usecases.memory import SearchRequest
 from tests.conftest import TEST_WIDTH
+from tests.statements import executed
 
 MODES = ("keyword", "semantic", "hybrid")
 
@@ -61,19 +62,11 @@ def test_keyword_walks_keep_their_compiled_statement_between_searches(actor, rt,
     me = actor()
     notes = [NewFact("/n", f"release note {i} about the billing export") for i in range(5)]
     store(me, notes, model)
-    walks: list[str] = []
-
-    def seen(conn, cursor, statement, parameters, context, executemany) -> None:
-        if "MATCH" in statement:
-            walks.append(statement)
-
-    event.listen(rt.engine, "before_cursor_execute", seen)
-    try:
+    with executed(rt.engine, "MATCH") as seen:
         for q in ("release billing", "export note", "billing release"):
             for mode in MODES:
                 assert find(me, q, mode=mode).results
-    finally:
-        event.remove(rt.engine, "before_cursor_execute", seen)
+    walks = [statement for statement, _ in seen]
     assert walks and all("LIMIT ?" not in w and "LIMIT 100" in w for w in walks), walks[0]
     assert len(set(walks)) == 1  # two words a query, in every mode: one text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from app.db.dialects import backend as backend_of
 from app.db.tables import facts
@@ -15,6 +15,7 @@ from app.services import search as search_service
 from app.usecases.memory import Memory, NewFact, Similar
 from tests.conftest import TEST_WIDTH, CountingEmbedder
 from tests.services.test_search import grant
+from tests.statements import executed
 
 BACKUP = "the staging database is backed up every night at two"
 
@@ -215,25 +216,16 @@ def test_a_batchs_similar_search_takes_a_few_statements_not_one_per_fact(actor, 
     rng = random.Random(6)
     owner.memory.store_batch(owner.subject, [NewFact("/a", sentence(rng)) for _ in range(150)])
     vectors = list(model.embed_documents([sentence(rng) for _ in range(200)]))
-    statements: list[str] = []
-
-    def count(*args) -> None:
-        statements.append(args[2])
-
-    event.listen(rt.engine, "before_cursor_execute", count)
-    try:
-        with owner.tx() as (conn, ctx):
-            found = search_service.similar_to_many(
-                conn,
-                ctx,
-                rt.vector_index,
-                vectors,
-                want=3,
-                min_cosine=-1.0,
-                excludes=[frozenset()] * len(vectors),
-            )
-    finally:
-        event.remove(rt.engine, "before_cursor_execute", count)
+    with executed(rt.engine) as statements, owner.tx() as (conn, ctx):
+        found = search_service.similar_to_many(
+            conn,
+            ctx,
+            rt.vector_index,
+            vectors,
+            want=3,
+            min_cosine=-1.0,
+            excludes=[frozenset()] * len(vectors),
+        )
     assert [len(f) for f in found] == [3] * len(vectors)
     groups = -(-len(vectors) // search_service.SIMILAR_GROUP)
     # SQLite: the index's catch-up, and a group's candidates checked at once; PostgreSQL:
