@@ -49,7 +49,7 @@ g = _, _
 e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
 
 [matchers]
-m = (g(r.sub, p.sub) || g("everyone", p.sub)) && r.act == p.act && objectMatch(r.obj, p.obj) \
+m = r.act == p.act && (g(r.sub, p.sub) || g("everyone", p.sub)) && objectMatch(r.obj, p.obj) \
     && (p.eft == "deny" || mayGrant(p.obj, p.act))
 """
 
