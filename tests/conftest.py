@@ -105,7 +105,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+    items[:] = slow_modules_first(kept)
+
+
+def _long(module: list[pytest.Item]) -> bool:
+    return any(i.get_closest_marker("slow") or i.get_closest_marker("long") for i in module)
+
+
+def slow_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The modules holding a test marked slow (processes, the real model: up to 20 s a
+    test) run first, each module's tests together and in their order: xdist cannot
+    share out a worker's last test, and with a long one there at the end the other
+    worker sat idle for ~30 s of every `make test`."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    slow = [m for m in modules.values() if _long(m)]
+    rest = [m for m in modules.values() if not _long(m)]
+    return [item for module in slow + rest for item in module]
 
 
 @pytest.fixture(scope="session")

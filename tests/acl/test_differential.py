@@ -329,6 +329,7 @@ class Decisions:
 PROOF_EXAMPLES = int(os.environ.get("EMBORNAL_PROOF_EXAMPLES", "250"))
 
 
+@pytest.mark.long
 @settings(
     max_examples=PROOF_EXAMPLES,
     deadline=None,
@@ -373,6 +374,7 @@ def test_read_clause_equals_enforce(engine: Engine, control: AccessControl, worl
             assert got == want, f"filter {obj}: SQL {sorted(got)}, Python {sorted(want)}"
 
 
+@pytest.mark.long
 @settings(
     max_examples=PROOF_EXAMPLES,
     deadline=None,

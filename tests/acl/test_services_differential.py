@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine
@@ -67,6 +68,7 @@ def outcome(conn: Connection, call: Callable[..., Any], *args: Any) -> str:
         savepoint.rollback()
 
 
+@pytest.mark.long
 @settings(
     max_examples=50,
     deadline=None,
