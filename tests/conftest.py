@@ -108,21 +108,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = slow_modules_first(kept)
 
 
-def _long(module: list[pytest.Item]) -> bool:
-    return any(i.get_closest_marker("slow") or i.get_closest_marker("long") for i in module)
+def _weight(module: list[pytest.Item]) -> int:
+    """2: a module holding a test of many seconds (marked long); 1: one that starts
+    processes (marked slow); 0: the rest."""
+    marks = {m.name for item in module for m in item.iter_markers()}
+    return 2 if "long" in marks else 1 if "slow" in marks else 0
 
 
 def slow_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The modules holding a test marked slow (processes, the real model: up to 20 s a
-    test) run first, each module's tests together and in their order: xdist cannot
-    share out a worker's last test, and with a long one there at the end the other
-    worker sat idle for ~30 s of every `make test`."""
+    """The longest tests first: the modules holding a test marked long (the ACL's proofs,
+    the benches' smoke runs: 10-30 s each), then those holding one marked slow
+    (processes), then the rest, each module's tests together and in their order.
+    xdist's worksteal hands a busy worker's queue out from its back, never its last two
+    tests: with the benches' smoke runs at the end of the collection, one worker ran
+    two of them alone for 31 s while the other sat idle."""
     modules: dict[Path, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.path, []).append(item)
-    slow = [m for m in modules.values() if _long(m)]
-    rest = [m for m in modules.values() if not _long(m)]
-    return [item for module in slow + rest for item in module]
+    ordered = sorted(modules.values(), key=_weight, reverse=True)  # stable: in their order
+    return [item for module in ordered for item in module]
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ def test_the_benches_are_found() -> None:
 
 
 @pytest.mark.slow  # starts a process per bench (make test-fast leaves it out)
+@pytest.mark.long  # 3-20 s a bench: scheduled first (tests/conftest.py)
 @pytest.mark.parametrize(("name", "extra"), RUNS, ids=[" ".join((n, *e)) for n, e in RUNS])
 def test_bench_runs_in_smoke_mode_and_prints_its_table(name: str, extra: tuple[str, ...]) -> None:
     # The bench's temporary memories and PostgreSQL clusters on a tmpfs, as the tests'
