@@ -8,6 +8,7 @@ runs on a copied SQLite file and on a fresh PostgreSQL database (tests/postgres.
 
 from __future__ import annotations
 
+import gc
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -106,6 +107,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = slow_modules_first(kept)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the imports and the collection made (~270,000 objects) lives to the end of
+    the run: frozen, each full garbage collection stops walking it again. On 149 tests
+    of tests/api and tests/services in one process, the full collections took 4.8 s
+    (17 of them), 2.1 s frozen (24)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _weight(module: list[pytest.Item]) -> int:
