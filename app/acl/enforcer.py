@@ -176,7 +176,9 @@ class Access:
     # enforce()'s answers by (action, encoded resource): a pure function of the loaded
     # enforcer, which is never changed (a policy change loads a new one, and a new
     # Access). A batch stores many facts at one node, a page asks the same of its facts.
-    _decisions: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False, compare=False)
+    _decisions: Statements = field(
+        default_factory=lambda: Statements(kept=_DECISIONS_KEPT), repr=False, compare=False
+    )
 
     @cached_property
     def principals(self) -> frozenset[str]:
@@ -251,15 +253,13 @@ class Access:
         return clause
 
     def can(self, action: str, resource: Resource) -> bool:
-        key = (action, resource.encode())
-        with _ENFORCE_LOCK:
-            decided = self._decisions.get(key)
-            if decided is None:
-                decided = bool(self.enforcer.enforce(self.subject, key[1], action))
-                if len(self._decisions) >= _DECISIONS_KEPT:
-                    self._decisions.clear()
-                self._decisions[key] = decided
-            return decided
+        obj = resource.encode()
+
+        def decide() -> bool:
+            with _ENFORCE_LOCK:
+                return bool(self.enforcer.enforce(self.subject, obj, action))
+
+        return self._decisions.get((action, obj), decide)
 
 
 def _as_text(
