@@ -106,7 +106,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-    items[:] = slow_modules_first(kept)
+    items[:] = longest_modules_first(kept)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -125,7 +125,7 @@ def _weight(module: list[pytest.Item]) -> int:
     return 2 if "long" in marks else 1 if "slow" in marks else 0
 
 
-def slow_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The longest tests first: the modules holding a test marked long (the ACL's proofs,
     the benches' smoke runs: 10-30 s each), then those holding one marked slow
     (processes), then the rest, each module's tests together and in their order.
