@@ -1,7 +1,7 @@
 """What a reader's search costs when the memory holds others' facts with its words.
 
     python -m bench.reader_cost_bench [--own 5000] [--others 100000] [--queries 40]
-    python -m bench.reader_cost_bench --backend postgresql [--database-url URL]
+    python -m bench.reader_cost_bench --backend postgresql [--database-url URL] [--home DIR]
     python -m bench.reader_cost_bench --smoke        # seconds: what `make test` runs
 
 Two memories, built side by side from search_bench's generator (the same texts and
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
     parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
-    parser.add_argument("--home", type=Path, help="keep the two memories here (SQLite), reused")
+    parser.add_argument("--home", type=Path, help="keep the two memories (and pgdata) here")
     args = parser.parse_args(argv)
     if args.smoke:
         args.own, args.others, args.queries, args.unique = 300, 1500, 4, 120
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         embedder, queries, unique, vectors = search_bench.model_and_corpus(
             root, args.unique, args.queries
         )
-        databases = Databases(args.backend, args.database_url)
+        databases = Databases(args.backend, args.database_url, args.home)
         built: dict[str, Any] = {}
         rts: dict[str, Any] = {}
         try:
@@ -141,9 +141,11 @@ def main(argv: list[str] | None = None) -> None:
                 home = (args.home or root) / f"{name}-{args.own}-{others}"
                 marker = home / "built.json"
                 home.mkdir(parents=True, exist_ok=True)
-                url = databases.url(args.own + others)
+                size = args.own + others
+                kept = marker.exists() and (not databases.postgres or databases.exists(size))
+                url = databases.url(size)
                 rt = rts[name] = open_runtime(search_bench.settings_for(home, url=url))
-                if url is None and marker.exists():
+                if kept:
                     built[name] = json.loads(marker.read_text())
                 else:
                     built[name] = build(rt, args.own, others, unique, vectors)

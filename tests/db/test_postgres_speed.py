@@ -444,13 +444,22 @@ def scanned(plan: dict) -> set[tuple[str, str]]:
     return found
 
 
-def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
+# The rules are asked of the nearest PART_HEAD x 40 holders first: 22 of them hidden
+# leave enough at 4 (one statement); at 1 too few pass, and every holder is asked.
+@pytest.mark.parametrize(("head", "made"), [(4, 1), (1, 2)])
+def test_a_readers_small_part_is_scored_by_key(
+    rt: Runtime, actor, monkeypatch: pytest.MonkeyPatch, head: int, made: int
+) -> None:
     """A reader whose rules name a small part of the memory has that part scored whole:
     the facts holding its tokens scored by key (never the whole of facts_vec: a join
     had the planner hash the part and read every vector past it), then the rules asked
     of the nearest first. Hidden, deleted and superseded facts nearest the query are
-    passed over: the page is the exact answer over what the reader may read."""
+    passed over: the page is the exact answer over what the reader may read, whether
+    its nearest holders held enough readable ones or not."""
+    from app.db.dialects import postgresql
     from tests.services.test_search import grant
+
+    monkeypatch.setattr(postgresql, "PART_HEAD", head)
 
     grant(
         rt,
@@ -506,7 +515,7 @@ def test_a_readers_small_part_is_scored_by_key(rt: Runtime, actor) -> None:
     }
     exact = sorted(cosine, key=lambda fid: (-cosine[fid], fid))[:10]
     assert [fid for fid, _ in ranking.order] == exact
-    assert len(statements) == 1
+    assert len(statements) == made
     with rt.engine.connect() as conn:
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0][0], statements[0][1])
