@@ -364,10 +364,13 @@ def backend_of_rt(rt: Runtime):
         return backend_of(conn)
 
 
+KEYWORD_INDEXES = ["facts_words_scope_idx", "facts_content_tsv_idx", "facts_scope_tsv_idx"]
+
+
 def gin_options(conn) -> dict[str, list[str] | None]:
     rows = conn.exec_driver_sql(
         "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%(names)s)",
-        {"names": ["facts_content_tsv_idx", "facts_scope_tsv_idx"]},
+        {"names": KEYWORD_INDEXES},
     ).all()
     return dict(rows)
 
@@ -376,7 +379,8 @@ def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> No
     """Every scan of a GIN index reads its whole pending list (migration 0012): stores
     merge it past 64 kB, not PostgreSQL's 4 MB, so a search never reads more than 8
     pages of it. 300 facts of 30 words each leave ~270 kB of entries, about 34 pages
-    under the default; the downgrade gives the default back."""
+    under the default. The words and the scope tokens share one index (0014), whose
+    downgrade makes the two of 0012 again; 0012's gives the default back."""
     rng = np.random.default_rng(7)
     words = [f"w{n:05d}x" for n in range(20_000)]
     with actor().tx() as (conn, ctx):
@@ -385,9 +389,12 @@ def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> No
         )
     with write_transaction(rt.engine) as conn:
         pending = conn.exec_driver_sql(
-            "SELECT gin_clean_pending_list('facts_content_tsv_idx'::regclass)"
+            "SELECT gin_clean_pending_list('facts_words_scope_idx'::regclass)"
         ).scalar_one()
         assert pending <= 64 * 1024 // 8192
+        assert gin_options(conn) == {"facts_words_scope_idx": ["gin_pending_list_limit=64"]}
+    migrate.downgrade(rt.engine, "0013")
+    with read_transaction(rt.engine) as conn:
         assert gin_options(conn) == {
             "facts_content_tsv_idx": ["gin_pending_list_limit=64"],
             "facts_scope_tsv_idx": ["gin_pending_list_limit=64"],
@@ -395,6 +402,47 @@ def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> No
     migrate.downgrade(rt.engine, "0011")
     with read_transaction(rt.engine) as conn:
         assert gin_options(conn) == {"facts_content_tsv_idx": None, "facts_scope_tsv_idx": None}
+
+
+def test_a_readers_word_walks_intersect_in_one_index(rt: Runtime, actor) -> None:
+    """A reader whose scope tokens narrow the memory walks each word among the facts
+    holding one of them: the word and the tokens are looked up in the one index of both
+    columns (0014), never as two bitmaps intersected (the scope's bitmap holds the whole
+    part, made again for each word)."""
+    from app.acl import scope
+    from app.db.dialects import postgresql
+
+    with actor().tx() as (conn, ctx):
+        fact_service.store_facts(
+            conn, ctx, [NewFact(f"/part/s{k % 5}", f"harbor crane {k}") for k in range(400)]
+        )
+    with write_transaction(rt.engine) as conn:
+        # Fifty times as many facts elsewhere holding the word, newer than the part's.
+        conn.exec_driver_sql(
+            "INSERT INTO facts (path_id, content, owner, created_at, recall_count, "
+            "stability_days, scope) SELECT path_id, content || ' ' || n, 'other', "
+            "created_at, 0, 1.0, 'elsewhere' FROM facts, generate_series(1, 50) AS n"
+        )
+        conn.exec_driver_sql("ANALYZE facts")
+    keywords = postgresql.PostgresKeywords()
+    stmt = keywords.matches_statement([], 1, scoped=True)
+    params = keywords.match_params(["harbor"], 100, [scope.node_token("/part/s1")])
+    with read_transaction(rt.engine) as conn:
+        compiled = stmt.compile(dialect=conn.dialect)
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute("EXPLAIN (FORMAT JSON) " + str(compiled), {**compiled.params, **params})
+        plan = cursor.fetchone()[0][0]["Plan"]
+        rows = conn.execute(stmt, params).all()
+    assert len(rows) == 80
+    indexes = set(index_names(plan))
+    assert indexes == {"facts_words_scope_idx"}, indexes
+
+
+def index_names(plan: dict) -> list[str]:
+    found = [plan["Index Name"]] if "Index Name" in plan else []
+    for child in plan.get("Plans", []):
+        found += index_names(child)
+    return found
 
 
 def live_index(conn) -> str:

@@ -120,7 +120,7 @@ _SCOPE_TSV: Any = literal_column("facts.scope_tsv")
 
 def _in_scope(tokens: Any) -> Any:
     """Facts holding one of the scope tokens `tokens` names (a parameter or a value:
-    _scope_query's text), through facts_scope_tsv_idx."""
+    _scope_query's text), through the GIN index of the words and the tokens (0014)."""
     return _SCOPE_TSV.op("@@")(func.to_tsquery("simple", tokens))
 
 
