@@ -4,6 +4,8 @@ in them, and HNSW built after a bulk load."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from sqlalchemy import select
@@ -428,21 +430,12 @@ def test_a_readers_word_walks_intersect_in_one_index(rt: Runtime, actor) -> None
     stmt = keywords.matches_statement([], 1, scoped=True)
     params = keywords.match_params(["harbor"], 100, [scope.node_token("/part/s1")])
     with read_transaction(rt.engine) as conn:
-        compiled = stmt.compile(dialect=conn.dialect)
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute("EXPLAIN (FORMAT JSON) " + str(compiled), {**compiled.params, **params})
-        plan = cursor.fetchone()[0][0]["Plan"]
         rows = conn.execute(stmt, params).all()
+    compiled = stmt.compile(dialect=rt.engine.dialect)
+    plan = plan_of(rt.engine, str(compiled), {**compiled.params, **params})
     assert len(rows) == 80
-    indexes = set(index_names(plan))
+    indexes = {node["Index Name"] for node in plan_nodes(plan) if "Index Name" in node}
     assert indexes == {"facts_words_scope_idx"}, indexes
-
-
-def index_names(plan: dict) -> list[str]:
-    found = [plan["Index Name"]] if "Index Name" in plan else []
-    for child in plan.get("Plans", []):
-        found += index_names(child)
-    return found
 
 
 def live_index(conn) -> str:
@@ -484,12 +477,24 @@ def test_a_recall_updates_the_fact_in_place(rt: Runtime, actor, clock) -> None:
         )
 
 
-def scanned(plan: dict) -> set[tuple[str, str]]:
-    """(node type, relation) of every node of an EXPLAIN (FORMAT JSON) plan that reads one."""
-    found = {(plan["Node Type"], plan["Relation Name"])} if "Relation Name" in plan else set()
+def plan_of(engine, sql: str, params) -> dict:
+    """The plan PostgreSQL makes for `sql` with `params` (EXPLAIN, FORMAT JSON)."""
+    with engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+        return cursor.fetchone()[0][0]["Plan"]
+
+
+def plan_nodes(plan: dict) -> Iterator[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan, the top one first."""
+    yield plan
     for child in plan.get("Plans", []):
-        found |= scanned(child)
-    return found
+        yield from plan_nodes(child)
+
+
+def scanned(plan: dict) -> set[tuple[str, str]]:
+    """(node type, relation) of every node of a plan that reads one."""
+    return {(n["Node Type"], n["Relation Name"]) for n in plan_nodes(plan) if "Relation Name" in n}
 
 
 # The rules are asked of the nearest PART_HEAD x 40 holders first: 22 of them hidden
@@ -564,10 +569,7 @@ def test_a_readers_small_part_is_scored_by_key(
     exact = sorted(cosine, key=lambda fid: (-cosine[fid], fid))[:10]
     assert [fid for fid, _ in ranking.order] == exact
     assert len(statements) == made
-    with rt.engine.connect() as conn:
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statements[0][0], statements[0][1])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = plan_of(rt.engine, *statements[0])
     # By key: through its primary key (an index scan, or a bitmap of it), never whole.
     of_vectors = {kind for kind, relation in scanned(plan) if relation == "facts_vec"}
     assert of_vectors and of_vectors <= {"Index Scan", "Bitmap Heap Scan"}, of_vectors
