@@ -42,17 +42,17 @@ from bench.search_bench import (
     SUBJECT,
     build,
     cached_embeddings,
+    default_unique,
     http_text,
+    material_and_queries,
     ms,
-    sentences,
     settings_for,
 )
 from tests.ops.live import ROOT, LiveServer, run_cli
 
 MODES = ("keyword", "semantic", "hybrid")
 BLOCK = 10  # questions a server answers before the next one's turn
-UNIQUE = 4000  # bench.search_bench's default: the sentences its facts are made of
-SEARCH_BENCH_QUERIES = 100  # the sentences after those, its own questions
+SEARCH_BENCH_QUERIES = 100  # the sentences after search_bench's facts': its own questions
 
 
 class Served:
@@ -159,14 +159,18 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--smoke", action="store_true", help="a tiny run: checks that it works")
     args = parser.parse_args()
-    unique = UNIQUE
+    unique = None
     if args.smoke:
         args.facts, args.questions, unique = "1500", 2 * BLOCK, 120
     machine.report_load("onnxruntime's choice, as a server makes it")
-    everything = sentences(unique + SEARCH_BENCH_QUERIES + args.questions)
-    facts_text = everything[:unique]
-    questions = everything[-args.questions :]
-    warm = everything[unique : unique + 5]
+    largest = max(int(size) for size in args.facts.split(","))
+    # bench.search_bench's sentences for these sizes, so that its memories are reused.
+    facts_text, asked = material_and_queries(
+        default_unique(largest) if unique is None else unique,
+        SEARCH_BENCH_QUERIES + args.questions,
+    )
+    questions = asked[SEARCH_BENCH_QUERIES:]
+    warm = asked[:5]
     others = []
     for spec in args.against:
         label, _, where = spec.partition("=")

@@ -49,19 +49,27 @@ from app.settings import DatabaseSettings
 from bench import machine
 from bench.corpus import sentences
 from bench.databases import Databases
-from bench.search_bench import MODEL, SUBJECT, build, cached_embeddings, server_env, settings_for
+from bench.search_bench import (
+    MODEL,
+    SUBJECT,
+    build,
+    cached_embeddings,
+    default_unique,
+    material_and_queries,
+    server_env,
+    settings_for,
+)
 from tests.ops.live import LiveServer, percentile, run_cli
 
-UNIQUE = 4000  # search_bench's --unique: the same facts, so its memory can be reused
-FIRST_QUERY = UNIQUE + 100  # past search_bench's own queries
+SEARCH_BENCH_QUERIES = 100  # search_bench's own questions, after its facts' sentences
 
 
 class Queries:
     """Query texts never used before in this run: the standard library's comments past
     the ones the facts and search_bench use, then numbered variants of them."""
 
-    def __init__(self) -> None:
-        self._texts = sentences(100_000)[FIRST_QUERY:]
+    def __init__(self, material: int) -> None:
+        self._texts = sentences(100_000)[material + SEARCH_BENCH_QUERIES :]
         self._next = itertools.count()
         self._lock = threading.Lock()
 
@@ -314,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     databases = Databases("postgresql", args.database_url, args.home)
     try:
         size = default_size(args, databases)
-        unique = sentences(120 if args.smoke else UNIQUE)
+        # search_bench's default sentences for this size: the same facts, so its
+        # memory can be reused.
+        unique, _ = material_and_queries(120 if args.smoke else default_unique(size), 0)
         vectors = cached_embeddings(LazyModel(), unique)
         url = databases.url(size)
         assert url is not None
@@ -324,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             built = build(root / f"pg-m{size}", size, unique, vectors, url)
             if built["built"]:
                 print(f"built {built['built']} facts in {time.perf_counter() - t0:.0f} s")
-            phases = measure(args, url, Path(tmp), databases)
+            phases = measure(args, url, Path(tmp), databases, len(unique))
         described = databases.describe()
     finally:
         databases.close()
@@ -332,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if not any(p.errors for p in phases) else 1
 
 
-def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases) -> list[Phase]:
+def measure(
+    args: argparse.Namespace, url: str, tmp: Path, databases: Databases, material: int
+) -> list[Phase]:
     servers = replicas(url, tmp, args.server_threads, args.pool_size)
     try:
         with ThreadPoolExecutor(len(servers)) as pool:
@@ -342,7 +354,7 @@ def measure(args: argparse.Namespace, url: str, tmp: Path, databases: Databases)
         token = run_cli(
             home, MODEL, "token", "issue", "--subject", SUBJECT, extra=servers[0].extra_env
         ).strip()
-        queries = Queries()
+        queries = Queries(material)
         postmaster = databases.postmaster_pid()
         engine = create_engine(url, poolclass=NullPool)
 
