@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", default="10000,100000", help="sizes, comma-separated")
     parser.add_argument("--queries", type=int, default=60)
-    parser.add_argument("--unique", type=int, default=4000, help="sentences embedded for real")
+    parser.add_argument(
+        "--unique", type=int, help="sentences embedded for real (search_bench's default)"
+    )
     parser.add_argument("--home", type=Path, help="keep the memories here (search_bench's too)")
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
@@ -185,8 +187,9 @@ def main(argv: list[str] | None = None) -> None:
         args.facts, args.queries, args.unique = "1500", 4, 120
     machine.report_load(ONNX_THREADS)
     with tempfile.TemporaryDirectory() as tmp:
+        largest = max(int(n) for n in args.facts.split(","))
         embedder, queries, unique, vectors = search_bench.model_and_corpus(
-            Path(tmp), args.unique, args.queries
+            Path(tmp), args.unique or search_bench.default_unique(largest), args.queries
         )
         root = args.home or Path(tmp)
         databases = Databases(args.backend, args.database_url, args.home)
