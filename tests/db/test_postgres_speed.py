@@ -605,6 +605,41 @@ def test_a_readers_small_part_is_scored_by_key(
     assert of_vectors and of_vectors <= {"Index Scan", "Bitmap Heap Scan"}, of_vectors
 
 
+def test_a_readers_part_is_planned_for_its_own_scope_each_time(rt: Runtime, actor) -> None:
+    """psycopg prepares a statement on its 5th run; PostgreSQL may then plan the part's
+    statement once for any scope (a generic plan), which scored the part 1.5 times
+    slower. Each run is planned for its scope, however often it runs, even where the
+    session asks for generic plans (as the planner chooses them after a prepared
+    statement's fifth run), and the setting ends with it."""
+    from tests.services.test_search import grant
+
+    grant(rt, "p, reader, path:/mine/*, read, allow")
+    with actor().tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn,
+            ctx,
+            [NewFact("/mine", f"mine {k}") for k in range(10)]
+            + [NewFact("/other", f"other {k}") for k in range(200)],
+            vectors=[unit(k).tobytes() for k in range(210)],
+        )
+    mine = {f.id for f in stored[:10]}
+    with actor("reader").tx() as (conn, ctx):  # one connection: where psycopg prepares
+        for k in range(8):
+            conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+            with executed(rt.engine, "MATERIALIZED") as statements:
+                query = search_service.Query("", "semantic", 3, unit(k))
+                ranking = search_service.rank(conn, ctx, query, rt.vector_index)
+            assert statements and len(ranking.order) == 3
+            assert {f for f, _ in ranking.order} <= mine
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one() == "auto"
+        plans = conn.exec_driver_sql(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE strpos(statement, 'MATERIALIZED') > 0"
+        ).all()
+    # Prepared from its 5th run on, and planned for its own scope every time since.
+    assert plans and all(generic == 0 and custom >= 3 for generic, custom in plans), plans
+
+
 def test_a_readers_part_is_counted_once_a_minute(rt: Runtime, actor, monkeypatch) -> None:
     """Whether a reader's part is small (search._small_part) is counted at most once per
     STATS_KEPT_S for the same tokens: a count answers any later question it settles
