@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from app.embeddings.loader import load_embedder
-from bench import machine
+from bench import machine, search_bench
 from bench.search_bench import (
     MODEL,
     SUBJECT,
@@ -52,7 +52,6 @@ from tests.ops.live import ROOT, LiveServer, run_cli
 
 MODES = ("keyword", "semantic", "hybrid")
 BLOCK = 10  # questions a server answers before the next one's turn
-SEARCH_BENCH_QUERIES = 100  # the sentences after search_bench's facts': its own questions
 
 
 class Served:
@@ -167,9 +166,9 @@ def main() -> None:
     # bench.search_bench's sentences for these sizes, so that its memories are reused.
     facts_text, asked = material_and_queries(
         default_unique(largest) if unique is None else unique,
-        SEARCH_BENCH_QUERIES + args.questions,
+        search_bench.QUERIES + args.questions,
     )
-    questions = asked[SEARCH_BENCH_QUERIES:]
+    questions = asked[search_bench.QUERIES :]
     warm = asked[:5]
     others = []
     for spec in args.against:

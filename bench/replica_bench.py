@@ -46,7 +46,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from app.settings import DatabaseSettings
-from bench import machine
+from bench import machine, search_bench
 from bench.corpus import sentences
 from bench.databases import Databases
 from bench.search_bench import (
@@ -61,15 +61,13 @@ from bench.search_bench import (
 )
 from tests.ops.live import LiveServer, percentile, run_cli
 
-SEARCH_BENCH_QUERIES = 100  # search_bench's own questions, after its facts' sentences
-
 
 class Queries:
     """Query texts never used before in this run: the standard library's comments past
     the ones the facts and search_bench use, then numbered variants of them."""
 
     def __init__(self, material: int) -> None:
-        self._texts = sentences(100_000)[material + SEARCH_BENCH_QUERIES :]
+        self._texts = sentences(100_000)[material + search_bench.QUERIES :]
         self._next = itertools.count()
         self._lock = threading.Lock()
 

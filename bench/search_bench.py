@@ -79,6 +79,7 @@ TOP_DIRS = 20
 BATCH = 1000  # the store service's limit per call
 FACTS_PER_SENTENCE = 25  # the default --unique: the 100k memory's density at every size
 LEAST_UNIQUE = 4000
+QUERIES = 100  # --queries' default: the sentences after the facts', which other benches pass over
 STORES = 50  # single-fact stores timed per size
 SUBJECT = "agent"
 PROBE_URL = "EMBORNAL_BENCH_PROBE_URL"  # the database of --probe-restart, if not the file
@@ -735,7 +736,7 @@ def print_tables(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", default="10000,100000", help="sizes, comma-separated")
-    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=QUERIES)
     parser.add_argument(
         "--unique",
         type=int,
