@@ -42,7 +42,6 @@ from bench.search_bench import (
     SUBJECT,
     build,
     cached_embeddings,
-    default_unique,
     http_text,
     material_and_queries,
     ms,
@@ -164,10 +163,7 @@ def main() -> None:
     machine.report_load("onnxruntime's choice, as a server makes it")
     largest = max(int(size) for size in args.facts.split(","))
     # bench.search_bench's sentences for these sizes, so that its memories are reused.
-    facts_text, asked = material_and_queries(
-        default_unique(largest) if unique is None else unique,
-        search_bench.QUERIES + args.questions,
-    )
+    facts_text, asked = material_and_queries(unique, search_bench.QUERIES + args.questions, largest)
     questions = asked[search_bench.QUERIES :]
     warm = asked[:5]
     others = []

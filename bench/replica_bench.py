@@ -54,7 +54,6 @@ from bench.search_bench import (
     SUBJECT,
     build,
     cached_embeddings,
-    default_unique,
     material_and_queries,
     server_env,
     settings_for,
@@ -322,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         size = default_size(args, databases)
         # search_bench's default sentences for this size: the same facts, so its
         # memory can be reused.
-        unique, _ = material_and_queries(120 if args.smoke else default_unique(size), 0)
+        unique, _ = material_and_queries(120 if args.smoke else None, 0, size)
         vectors = cached_embeddings(LazyModel(), unique)
         url = databases.url(size)
         assert url is not None

@@ -123,18 +123,18 @@ def cached_embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
 
 
 def model_and_corpus(
-    home: Path, unique: int, queries: int
+    home: Path, unique: int | None, queries: int, largest: int = 0
 ) -> tuple[Any, list[str], list[str], np.ndarray]:
     """The model as a server runs it by default (threads 0: onnxruntime takes the cores
     it finds), `queries` sentences to ask, and `unique` others with their vectors (the
-    generator's material; cached on disk)."""
+    generator's material, material_and_queries'; cached on disk)."""
     settings = Settings(
         dirs=Dirs(home, home, home),
         embedding={"model": MODEL, "width": WIDTH, "download": False},
     )
     embedder = load_embedder(settings)
     assert embedder is not None
-    material, asked = material_and_queries(unique, queries)
+    material, asked = material_and_queries(unique, queries, largest)
     return embedder, asked, material, cached_embeddings(embedder, material)
 
 
@@ -143,9 +143,14 @@ def default_unique(largest: int) -> int:
     return max(LEAST_UNIQUE, largest // FACTS_PER_SENTENCE)
 
 
-def material_and_queries(unique: int, queries: int) -> tuple[list[str], list[str]]:
-    """The generator's `unique` sentences and the `queries` after them; where the corpus
-    (this Python's standard library) holds fewer, its round thousands and the queries."""
+def material_and_queries(
+    unique: int | None, queries: int, largest: int = 0
+) -> tuple[list[str], list[str]]:
+    """The generator's `unique` sentences (None: default_unique for memories up to
+    `largest` facts) and the `queries` after them; where the corpus (this Python's
+    standard library) holds fewer, its round thousands and the queries."""
+    if unique is None:
+        unique = default_unique(largest)
     everything = sentences(unique + queries)
     if len(everything) < unique + queries:
         unique = (len(everything) - queries) // 1000 * 1000
@@ -765,9 +770,7 @@ def main() -> None:
         embedder = load_embedder(settings_for(Path(weights), MODEL))
         load_s = time.perf_counter() - t0
     assert embedder is not None
-    unique, queries = material_and_queries(
-        default_unique(max(sizes)) if args.unique is None else args.unique, args.queries
-    )
+    unique, queries = material_and_queries(args.unique, args.queries, max(sizes))
     print(
         f"generator: {len(unique)} sentences, {max(sizes) / len(unique):.0f} facts a "
         f"sentence at {max(sizes)} facts",

@@ -60,14 +60,13 @@ _VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
 TS_CONFIG = "embornal"
 # The advisory lock a migration holds (any constant no other tool of ours uses).
 SCHEMA_LOCK = 7_342_000
+# A plan for each execution of this transaction's statements, made for their parameters:
+# psycopg prepares a statement on its 5th run, and PostgreSQL may then plan it once for
+# any (a generic plan). Taken by the statements whose best plan depends on them.
+_CUSTOM_PLAN = "set_config('plan_cache_mode', 'force_custom_plan', true)"
 # While the keyword walks run (PostgresKeywords.matches): the least work_mem PostgreSQL
 # takes, so that no subquery of the read rules is hashed, and a plan for each execution.
-_WALK_SETTINGS = (
-    "SELECT set_config('work_mem', '64kB', true), "
-    "set_config('plan_cache_mode', 'force_custom_plan', true)"
-)
-# While a reader's part is scored (_part_scored): a plan for each execution.
-_CUSTOM_PLANS = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
+_WALK_SETTINGS = f"SELECT set_config('work_mem', '64kB', true), {_CUSTOM_PLAN}"
 # facts_vec's HNSW index, and the most memory (MB) a bulk load's rebuild of it takes
 # (build_index): a million 384-d vectors want about 2.4 GB.
 HNSW_INDEX = "facts_vec_hnsw"
@@ -601,9 +600,9 @@ def _part_scored(
     keeps those alone: 0.45 ms, where sorting all 5,000 took 1.8 of the statement's 7); a
     part where fewer pass there (facts hidden by a deny, deleted or superseded, nearest
     the query) is asked again with every holder in order: the same rows either way."""
-    # psycopg prepares a statement on its 5th run, and PostgreSQL then planned it once
-    # for any scope and head (a generic plan): `nearest` 11.3 ms p50 against 7.5 with a
-    # plan for each (bench.reader_cost_bench's shared memory, semantic, embedding kept).
+    # Planned for its own scope each time (_CUSTOM_PLAN): with the generic plan for any
+    # scope and head, `nearest` took 11.3 ms p50 against 7.5 (bench.reader_cost_bench's
+    # shared memory, semantic, embedding kept).
     scored = _scored_by_key(select(facts.c.id).where(_in_scope(bindparam("scope"))), distance)
     nearest_first = (
         select(scored.c.id, scored.c.distance)
@@ -621,7 +620,7 @@ def _part_scored(
         select(nearest_first.c.id, nearest_first.c.distance).where(kept.is_not(None)).limit(fetch)
     )
     scope = _scope_query(tokens)
-    conn.exec_driver_sql(_CUSTOM_PLANS)
+    conn.exec_driver_sql(f"SELECT {_CUSTOM_PLAN}")
     rows = conn.execute(stmt, {"scope": scope, "head": PART_HEAD * fetch}).all()
     if len(rows) < fetch:
         rows = conn.execute(stmt, {"scope": scope, "head": None}).all()
