@@ -158,10 +158,20 @@ class Person:
     def go(self, path: str) -> Any:
         return self.page.goto(self.base + path)
 
+    def follow(self, target: Any) -> None:
+        """Click what loads another page (a link, a form's button) and wait until that
+        page has loaded: Playwright's click returns before the navigation it starts, so a
+        check made right after would read the page before it (on a busy machine, it
+        did), and a form that posts back to its own URL leaves `wait_for_url` nothing to
+        wait for."""
+        clicked = self.page.locator(target) if isinstance(target, str) else target
+        with self.page.expect_navigation():
+            clicked.click()
+
     def sign_in(self, token: str) -> None:
         self.go("/ui/login")
         self.page.fill("textarea[name=token]", token)
-        self.page.click("button[type=submit]")
+        self.follow("button[type=submit]")
         self.page.wait_for_url(self.base + "/ui")
 
     def pwned(self) -> Any:
@@ -214,7 +224,7 @@ def test_sign_in_overview_and_logout(
     shots(me.page, "overview")
     # Nor in any line the server logged (it logs each request once).
     assert server.token not in server.logs()
-    me.page.click("text=Sign out")
+    me.follow("text=Sign out")
     me.page.wait_for_url(server.base_url + "/ui/login")
     me.go("/ui")
     assert me.page.url == server.base_url + "/ui/login"
@@ -226,21 +236,21 @@ def test_browse_the_tree_and_set_a_path_tag(
 ) -> None:
     me = person()
     me.sign_in(server.token)
-    me.page.click("nav >> text=Tree")
-    me.page.click("a[href='/ui/paths/home']")
-    me.page.click("a[href='/ui/paths/home/kitchen']")
+    me.follow("nav >> text=Tree")
+    me.follow("a[href='/ui/paths/home']")
+    me.follow("a[href='/ui/paths/home/kitchen']")
     assert me.page.locator("h1").inner_text() == "/home/kitchen"
     assert me.page.locator("text=The dishwasher filter").count() == 1
     me.page.fill("#set-tag input[name=key]", "room")
     me.page.fill("#set-tag input[name=value]", "kitchen")
-    me.page.click("#set-tag button")
+    me.follow("#set-tag button")
     me.page.wait_for_url(server.base_url + "/ui/paths/home/kitchen")
     assert me.page.locator(".tagtable >> text=room=kitchen").count() == 1
     # Inherited below, with where it comes from.
     me.go("/ui/paths/home")
     me.page.fill("#set-tag input[name=key]", "house")
     me.page.fill("#set-tag input[name=value]", "main")
-    me.page.click("#set-tag button")
+    me.follow("#set-tag button")
     me.go("/ui/paths/home/kitchen")
     row = me.page.locator("tr.inherited", has_text="house=main")
     assert row.locator("a[href='/ui/paths/home']").count() == 1
@@ -275,13 +285,13 @@ def test_a_fact_shows_its_curve_and_a_correction_makes_a_chain(
         before = api.get(f"/v1/facts/{ids['key']}", params={"peek": True}).json()
     assert before["recall_count"] == 1  # the page was a peek
     me.page.fill("#supersede textarea", "The garage code changed to 8-2-6-0.")
-    me.page.click("#supersede button")
+    me.follow("#supersede button")
     me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
     chain = me.page.locator("ol.chain > li")
     assert chain.count() == 2
     assert chain.nth(1).get_attribute("aria-current") == "true"
     assert "8-2-6-0" in me.page.locator("#content").inner_text()
-    me.page.click(f"ol.chain a[href='/ui/facts/{ids['key']}']")
+    me.follow(f"ol.chain a[href='/ui/facts/{ids['key']}']")
     assert me.page.locator(".badge", has_text="superseded").count() == 1
     assert me.errors == []
 
@@ -314,10 +324,10 @@ def test_admin_sees_as_another_subject(
 ) -> None:
     me = person()
     me.sign_in(server.token)
-    me.page.click("nav >> text=Access")
+    me.follow("nav >> text=Access")
     me.page.fill("#see-as input[name=see_subject]", "alice")
     me.page.fill("#see-as input[name=see_path]", "/alice")
-    me.page.click("#see-as button")
+    me.follow("#see-as button")
     rights = {
         li.get_attribute("data-right"): li.get_attribute("class")
         for li in me.page.locator(".rights li").all()
@@ -326,7 +336,7 @@ def test_admin_sees_as_another_subject(
     assert me.page.locator(f".seen a[href='/ui/facts/{ids['alice']}']").count() == 1
     shots(me.page, "access")
     me.page.fill("#see-as input[name=see_subject]", "bob")
-    me.page.click("#see-as button")
+    me.follow("#see-as button")
     assert me.page.locator(".rights li.yes").count() == 0
     assert me.page.locator(f".seen a[href='/ui/facts/{ids['alice']}']").count() == 0
     assert me.errors == []
@@ -440,12 +450,12 @@ def test_store_a_fact_from_the_form_seeing_similar_facts_first(
 ) -> None:
     me = person()
     me.sign_in(server.token)
-    me.page.click("header >> text=New fact")
+    me.follow("header >> text=New fact")
     me.page.wait_for_url(server.base_url + "/ui/facts/new")
     me.page.fill("#nf-path", "/home/kitchen")
     me.page.fill("#nf-content", "The spare key hangs on a hook behind the pantry door.")
     me.page.fill("#nf-tags", "kind=key")
-    me.page.click("#new-fact button[type=submit]")
+    me.follow("#new-fact button[type=submit]")
     # Nothing is stored yet: the memory names the fact this one repeats.
     similar = me.page.locator("#similar li")
     assert similar.count() >= 1
@@ -454,7 +464,7 @@ def test_store_a_fact_from_the_form_seeing_similar_facts_first(
     shots(me.page, "new-fact")
     with server.client() as api:
         before = len(api.get("/v1/facts", params={"under": "/home/kitchen"}).json()["facts"])
-    me.page.locator("#new-fact button", has_text="Store anyway").click()
+    me.follow(me.page.locator("#new-fact button", has_text="Store anyway"))
     me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
     assert "hangs on a hook" in me.page.locator("#content").inner_text()
     assert me.page.locator(".props code.tag", has_text="kind=key").count() >= 1
@@ -482,7 +492,7 @@ def test_change_a_facts_tags_supersedes_it(
     me.go(f"/ui/facts/{card['id']}")
     assert me.page.input_value("#new-tags") == "kind=power"
     me.page.fill("#new-tags", "kind=spell school=fire")
-    me.page.click("#retag button")
+    me.follow("#retag button")
     me.page.wait_for_url(re.compile(r".*/ui/facts/\d+$"))
     new_id = int(me.page.url.rsplit("/", 1)[1])
     assert new_id != card["id"]
@@ -490,7 +500,7 @@ def test_change_a_facts_tags_supersedes_it(
     assert "kind=spell" in own and "school=fire" in own and "kind=power" not in own
     chain = me.page.locator("ol.chain > li")
     assert chain.count() == 2 and chain.nth(1).get_attribute("aria-current") == "true"
-    me.page.click(f"ol.chain a[href='/ui/facts/{card['id']}']")
+    me.follow(f"ol.chain a[href='/ui/facts/{card['id']}']")
     assert me.page.locator("h1 .badge", has_text="superseded").count() == 1
     assert me.errors == []
 
@@ -506,16 +516,16 @@ def test_delete_asks_first_and_cancel_keeps_the_fact(
     me = person()
     me.sign_in(server.token)
     me.go(f"/ui/facts/{doomed['id']}")
-    me.page.click("#delete button")
+    me.follow("#delete button")
     assert me.page.locator("h1", has_text=f"Delete fact #{doomed['id']}?").count() == 1
     assert "glovebox" in me.page.locator(".confirm").inner_text()
     shots(me.page, "confirm-delete")
-    me.page.click("text=Cancel")
+    me.follow("text=Cancel")
     me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
     with server.client() as api:
         assert api.get(f"/v1/facts/{doomed['id']}", params={"peek": True}).status_code == 200
-    me.page.click("#delete button")
-    me.page.locator("#confirm button", has_text="Delete").click()
+    me.follow("#delete button")
+    me.follow(me.page.locator("#confirm button", has_text="Delete"))
     me.page.wait_for_url(server.base_url + f"/ui/facts/{doomed['id']}")
     assert me.page.locator("h1 .badge.bad", has_text="deleted").count() == 1
     with server.client() as api:
@@ -528,11 +538,11 @@ def test_revoke_a_token_and_its_next_api_call_is_refused(
 ) -> None:
     me = person()
     me.sign_in(server.token)
-    me.page.click("nav >> text=Tokens")
+    me.follow("nav >> text=Tokens")
     me.page.fill("#issue-token input[name=subject]", "bob")
     me.page.fill("#issue-token input[name=label]", "bob's garden agent")
     me.page.fill("#issue-token input[name=expires]", "7d")
-    me.page.click("#issue-token button")
+    me.follow("#issue-token button")
     token = me.page.input_value("textarea.token")
     bob = {"Authorization": f"Bearer {token}"}
     with httpx.Client(base_url=server.base_url, headers=bob) as api:
@@ -541,10 +551,10 @@ def test_revoke_a_token_and_its_next_api_call_is_refused(
     row = me.page.locator("tr", has_text="bob's garden agent")
     assert row.locator(".badge", has_text="active").count() == 1
     shots(me.page, "tokens")
-    row.locator("button", has_text="revoke").click()
+    me.follow(row.locator("button", has_text="revoke"))
     assert me.page.locator("h1", has_text="Revoke this token?").count() == 1
     assert "bob's garden agent" in me.page.locator(".confirm").inner_text()
-    me.page.locator("#confirm button", has_text="Revoke").click()
+    me.follow(me.page.locator("#confirm button", has_text="Revoke"))
     me.page.wait_for_url(server.base_url + "/ui/tokens")
     row = me.page.locator("tr", has_text="bob's garden agent")
     assert row.locator(".badge", has_text="revoked").count() == 1
@@ -562,10 +572,10 @@ def test_the_activity_page_filtered_by_subject(
 ) -> None:
     me = person()
     me.sign_in(server.token)
-    me.page.click("nav >> text=Activity")
+    me.follow("nav >> text=Activity")
     assert me.page.locator("ol.activity > li").count() >= 5
     me.page.fill("#activity-filters input[name=subject]", "alice")
-    me.page.click("#activity-filters button")
+    me.follow("#activity-filters button")
     me.page.wait_for_url(re.compile(r".*/ui/activity\?subject=alice.*"))
     rows = me.page.locator("ol.activity > li")
     assert rows.count() >= 1
@@ -573,7 +583,7 @@ def test_the_activity_page_filtered_by_subject(
     assert rows.locator(f"a[href='/ui/facts/{ids['alice']}']").count() == 1
     assert SECRET_WORD not in me.page.inner_text("main")  # what changed, never the content
     me.page.select_option("#activity-filters select[name=action]", "store")
-    me.page.click("#activity-filters button")
+    me.follow("#activity-filters button")
     assert me.page.locator("ol.activity > li[data-action=store]").count() == rows.count()
     me.go("/ui/activity")
     shots(me.page, "activity")
@@ -631,7 +641,7 @@ def test_the_new_pages_fit_a_phone(
         me.go("/ui/facts/new")
         me.page.fill("#nf-path", "/home/garden")
         me.page.fill("#nf-content", "Tomatoes go in after the last frost, mostly in mid May.")
-        me.page.click("#new-fact button[type=submit]")
+        me.follow("#new-fact button[type=submit]")
         assert me.page.locator("#similar li").count() >= 1
         wide = me.page.evaluate("() => document.documentElement.scrollWidth")
         assert wide <= 390, wide
