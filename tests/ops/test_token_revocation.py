@@ -94,8 +94,21 @@ def test_a_revocation_on_one_server_is_refused_by_the_other(
         assert client.delete(f"/v1/tokens/{second['jti']}").status_code == 204
     revoked_at = time.monotonic()
     assert status(b, second["token"]) == 401
-    wait_for(lambda: status(a, second["token"]) == 401, "A to refuse the token", timeout=5)
-    assert time.monotonic() - revoked_at < 1.0
+    # A may accept the token only on a request begun within its half second of keeping
+    # the list: one begun later found a list read after the revocation. Timed by when
+    # each request began, not by how long they took (a busy machine slows those).
+    accepted_late: list[float] = []
+
+    def a_refuses() -> bool:
+        began = time.monotonic()
+        if status(a, second["token"]) == 401:
+            return True
+        if began - revoked_at >= 0.5:
+            accepted_late.append(began - revoked_at)
+        return False
+
+    wait_for(a_refuses, "A to refuse the token")
+    assert accepted_late == []
     # Revoked from the command line, on the database file or URL both servers use.
     assert status(b, third["token"]) == 200
     run_cli(a.home, "none", "token", "revoke", third["jti"], extra=a.extra_env)
