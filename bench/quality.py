@@ -2,7 +2,7 @@
 
     python -m bench.quality [--split dev|held] [--shape chats,chats-worded,beam,notes]
                             [--modes keyword,semantic,hybrid] [--model minilm-l6|fake]
-                            [--beam PATH] [--smoke]
+                            [--beam PATH] [--exact] [--smoke]
 
 Each memory (a conversation, a BEAM chat, a person's notes) gets a FRESH memory of its
 own (a temporary EMBORNAL_HOME): its facts are stored through the store service with the
@@ -33,7 +33,9 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import sqlalchemy as sa
 
+from app.db import tables
 from app.dirs import Dirs
 from app.embeddings.base import Embedder
 from app.embeddings.fake import FakeEmbedder
@@ -41,7 +43,9 @@ from app.embeddings.loader import load_embedder
 from app.runtime import Runtime, open_runtime
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
+from app.services import visibility
 from app.services.facts import NewFact
+from app.services.vector_index import unpack_blobs
 from app.settings import Settings
 from app.usecases.memory import Memory, SearchRequest
 from bench import datasets, machine
@@ -183,6 +187,29 @@ def search_mode(mode: str, limit: int = LIMIT) -> RankFn:
     return rank
 
 
+def exact_cosine(
+    handle: Handle, question: Ask, limit: int = LIMIT, floor: float = -1.0
+) -> list[str]:
+    """The reference for semantic search: every current fact ranked by the exact cosine
+    of its stored vector with the question's, no index, no floor unless given (`--exact`).
+    What semantic search loses against it is lost in its own path (the index's
+    approximation, the floor, the starter facts); what it shares is the model's."""
+    with handle.runtime.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(tables.facts.c.id, tables.facts.c.embedding).where(
+                visibility.current_only(None), tables.facts.c.embedding.is_not(None)
+            )
+        ).all()
+    if not rows:
+        return []
+    embedder = handle.runtime.embedder
+    assert embedder is not None
+    ids = [fid for fid, _ in rows]
+    cosines = unpack_blobs([blob for _, blob in rows]) @ embedder.embed_query(question.text)
+    order = np.argsort(-cosines, kind="stable")[:limit]
+    return [handle.names.get(ids[i], f"memory-{ids[i]}") for i in order if cosines[i] >= floor]
+
+
 # --- metrics ---------------------------------------------------------------------------
 
 
@@ -296,6 +323,21 @@ def print_report(results: dict[str, Metrics]) -> None:
             print(f"| {mode} | {r5:.3f} | {cell(*empty)} | {returned:.2f} |")
 
 
+def print_exact(semantic: Metrics | None, reference: Metrics) -> None:
+    """Semantic search beside the exact cosine ranking of every current fact."""
+    answered = select(reference, None)
+    r5, rr = reference.recall5[answered].mean(), reference.rr10[answered].mean()
+    line = f"exact cosine of every current fact (no floor, no index): R@5 {r5:.4f}, MRR {rr:.4f}"
+    if semantic is not None:
+        same = np.mean(semantic.recall5[answered] == reference.recall5[answered])
+        line += (
+            f"; semantic search R@5 {semantic.recall5[answered].mean():.4f}, MRR "
+            f"{semantic.rr10[answered].mean():.4f}, the same recall@5 on {same:.1%} of the "
+            f"{len(answered)} answerable questions"
+        )
+    print("\n" + line)
+
+
 def write_rankings(
     target: Path, handles: Sequence[Handle], rankings: dict[str, dict[str, list[str]]]
 ) -> None:
@@ -323,7 +365,7 @@ def write_rankings(
 
 def run_shape(
     shape: str, split: str, modes: Sequence[str], model: str, *, beam: Path | None,
-    rankings_to: Path | None = None, progress: bool = True,
+    rankings_to: Path | None = None, progress: bool = True, exact: bool = False,
 ) -> dict[str, Metrics]:  # fmt: skip
     """Build every memory of one shape and split, ask every question in every mode, and
     print the report."""
@@ -342,12 +384,15 @@ def run_shape(
             results[mode] = evaluate(rankings[mode], questions)
         if rankings_to:
             write_rankings(rankings_to, handles, rankings)
+        reference = evaluate(rank_with(handles, exact_cosine), questions) if exact else None
     facts = sum(len(h.corpus.facts) for h in handles)
     print(
         f"\n## {shape}, {split}: {len(handles)} memories, {facts} facts, {len(questions)} "
         f"questions; model {model}; limit {LIMIT}, peek"
     )
     print_report(results)
+    if reference is not None:
+        print_exact(results.get("semantic"), reference)
     print(
         f"\nbuilt in {built:.1f}s; searched in "
         + ", ".join(f"{mode} {t:.1f}s" for mode, t in timings.items())
@@ -363,6 +408,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes")
     parser.add_argument("--model", choices=tuple(MODELS), default=None)
     parser.add_argument("--beam", help="where BEAM was fetched (else EMBORNAL_BEAM)")
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="also rank every current fact by its exact cosine (semantic search's reference)",
+    )
     parser.add_argument(
         "--rankings",
         type=Path,
@@ -389,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.rankings:
             target = args.rankings.with_name(f"{args.rankings.stem}-{shape}.json")
         run_shape(shape, split, modes, model, beam=beam, rankings_to=target,
-                  progress=not args.smoke)  # fmt: skip
+                  progress=not args.smoke, exact=args.exact)  # fmt: skip
     if beam is None and not args.shape:
         print("\n(beam: not fetched; give --beam PATH or EMBORNAL_BEAM to include it)")
 

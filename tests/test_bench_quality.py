@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.embeddings.fake import FakeEmbedder
+from app.services import ranking
 from bench import convgen, datasets, quality
 from bench.datasets import Ask
 
@@ -184,6 +185,28 @@ def test_a_notes_memory_is_stored_with_its_supersedes_and_deletes(tmp_path: Path
             assert fact.superseded or fact.deleted_at is not None
         for q in corpus.questions:
             assert not set(q.relevant) & (superseded | deleted), q
+    finally:
+        handle.runtime.close()
+
+
+@pytest.mark.parametrize("shape", ["notes", "chats"])
+def test_semantic_search_finds_what_an_exact_cosine_over_every_fact_finds(
+    shape: str, tmp_path: Path
+) -> None:
+    """Semantic search's own path (the index's approximation, the starter facts, the
+    supersedes and deletes) loses nothing against the exact cosine of every current
+    fact above the same floor: the same page, in the same order, for every question."""
+    corpus = datasets.load(shape, "smoke")[0]
+    handle = quality.build_memory(corpus, FakeEmbedder(384), tmp_path)
+    try:
+        floor = ranking.cosine_floor(handle.runtime.embedder.name)
+        pages = 0
+        for question in corpus.questions:
+            handle.clock.at(question.asked_at)
+            ours = quality.search_mode("semantic")(handle, question)
+            assert ours == quality.exact_cosine(handle, question, floor=floor), question.id
+            pages += bool(ours)
+        assert pages >= len(corpus.questions) // 2  # pages to compare, not empty ones
     finally:
         handle.runtime.close()
 
