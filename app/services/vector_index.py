@@ -385,9 +385,15 @@ class _Cell:
 
 def hamming(codes: NDArray[np.uint8], query_code: NDArray[np.uint8]) -> NDArray[np.uint16]:
     xor = codes ^ query_code
-    if xor.shape[1] % 8 == 0:
-        xor = xor.view(np.uint64)  # 8x fewer popcounts
-    return np.bitwise_count(xor).sum(axis=1, dtype=np.uint16)
+    if xor.shape[1] % 8 or xor.shape[1] == 0:
+        return np.bitwise_count(xor).sum(axis=1, dtype=np.uint16)
+    counts = np.bitwise_count(xor.view(np.uint64))  # 8x fewer popcounts
+    # The few words added column by column: numpy's sum along rows this short costs
+    # twice as much (10k 384-bit codes: 0.22 -> 0.10 ms).
+    distances = counts[:, 0].astype(np.uint16)
+    for column in range(1, counts.shape[1]):
+        distances += counts[:, column]
+    return distances
 
 
 # What refresh() reads before every semantic search: built once (app.db.statements).

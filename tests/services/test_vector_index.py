@@ -49,6 +49,16 @@ def test_stored_vectors_unpack_to_their_rows_and_mixed_widths_are_refused() -> N
         vector_service.unpack_blobs([])
 
 
+@pytest.mark.parametrize("width_bytes", [3, 8, 48, 96])
+def test_hamming_counts_every_differing_bit(width_bytes: int) -> None:
+    rng = np.random.default_rng(width_bytes)
+    codes = rng.integers(0, 256, (200, width_bytes), dtype=np.uint8)
+    query = rng.integers(0, 256, width_bytes, dtype=np.uint8)
+    bit_by_bit = np.unpackbits(codes ^ query, axis=1).sum(axis=1)
+    assert np.array_equal(vector_service.hamming(codes, query), bit_by_bit)
+    assert vector_service.hamming(codes, query).dtype == np.uint16
+
+
 def store_vectors(rt: Runtime, vectors: np.ndarray, paths: list[str] | None = None) -> list[int]:
     ids: list[int] = []
     for start in range(0, len(vectors), 500):
