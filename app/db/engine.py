@@ -65,9 +65,10 @@ _commit_reads: weakref.WeakSet[Engine] = weakref.WeakSet()
 # writes its recalls on another, and a first-in-first-out pool rotates through every
 # idle one: each read then came to a connection that had not made the writes since its
 # last use, and SQLite empties such a connection's page cache. Handing back the one used
-# last keeps it warm; the others wait idle. SQLite at 10k facts, in-process p50 with the
-# query's embedding cached, seven alternated pairs: hybrid 6.9-8.9 -> 5.8-7.3 ms, keyword
-# 4.1-5.4 -> 3.6-3.8. PostgreSQL at 100k measured level (three pairs); it pools alike.
+# last keeps it warm; the others wait idle. bench.search_profile at 10k facts, two runs
+# alternated with the pool before: hybrid over the query's embedding 10.1, 10.0 -> 8.4,
+# 7.6 ms p50 (docs/benchmarks.md, 2026-12-07). PostgreSQL at 100k measured level (three
+# pairs); it pools alike.
 POOL_USE_LIFO = True
 
 
