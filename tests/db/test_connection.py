@@ -1,5 +1,6 @@
 """What every connection to a memory file is set up with: WAL, and reads through a
-memory map that another connection's commits show through at once."""
+memory map that another connection's commits show through at once; and which pooled
+connection a request gets, on both backends."""
 
 from __future__ import annotations
 
