@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine
@@ -49,6 +50,18 @@ class Runtime:
     # The revoked token ids this process checks requests against (app.services.tokens).
     revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _side: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _side_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def side_work(self) -> ThreadPoolExecutor:
+        """Threads for work a request hands off while it does its own (hybrid's keyword
+        half on PostgreSQL): as many as the pool has connections, made on first use."""
+        with self._side_lock:
+            if self._side is None:
+                self._side = ThreadPoolExecutor(
+                    max_workers=self.settings.database.pool_size, thread_name_prefix="side"
+                )
+            return self._side
 
     # The model as the verbs use it. Tests set an embedder (a fake) directly.
     @property
@@ -240,6 +253,10 @@ class Runtime:
             log.exception("the vector index failed to load")
 
     def close(self) -> None:
+        with self._side_lock:
+            if self._side is not None:
+                self._side.shutdown(wait=True)
+                self._side = None
         self.engine.dispose()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -932,10 +933,14 @@ class Memory:
         (both halves of a hybrid search in it), and hybrid's scoring reads nothing.
         Running the keyword half on a second thread while the model embedded was no
         faster on two cores: the model's threads slowed twofold beside it (bench.
-        search_profile, bench.http_pair_bench). deliver() checks every id again.
+        search_profile, bench.http_pair_bench). Where both halves run in the database
+        server (PostgreSQL), they run at once instead (_halves_at_once). deliver()
+        checks every id again.
         """
         rt = self.runtime
         query = search_service.embed(checked, embedder, rt.query_cache)
+        if query.mode == "hybrid" and backend(rt.engine).vectors.in_database:
+            return self._halves_at_once(subject, query, uses_model)
         with self.transaction(subject) as (conn, ctx):
             if uses_model:
                 self._model_still_named(conn)
@@ -944,6 +949,35 @@ class Memory:
             keyword = search_service.keyword_half(conn, ctx, query)
             semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
         return search_service.score(query, keyword, semantic)
+
+    def _halves_at_once(
+        self, subject: str, query: search_service.Query, uses_model: bool
+    ) -> search_service.Ranking:
+        """Hybrid's halves side by side, each in a read snapshot and on a connection of
+        its own: on PostgreSQL both are work of the server (its walks, its HNSW graph),
+        which then runs them in two processes while this one waits. At 100k facts, in
+        the process with the query's embedding cached: 41.0 -> 31.1 ms p50, the same
+        pages (docs/postgresql.md). On SQLite the halves run in this process, and side
+        by side they were slower (docs/benchmarks.md, 2026-12-06).
+
+        This thread waits for the keyword half only after its own snapshot has ended,
+        so a request never holds a connection while it waits for another."""
+        rt = self.runtime
+
+        def keyword_half() -> search_service.Keyword:
+            with self.transaction(subject) as (conn, ctx):
+                return search_service.keyword_half(conn, ctx, query)
+
+        keyword = rt.side_work().submit(keyword_half)
+        try:
+            with self.transaction(subject) as (conn, ctx):
+                if uses_model:
+                    self._model_still_named(conn)
+                semantic = search_service.semantic_half(conn, ctx, query, rt.vector_index)
+        except BaseException:
+            wait([keyword])  # its snapshot ends before this request does
+            raise
+        return search_service.score(query, keyword.result(), semantic)
 
     def _prepare_search(
         self, request: SearchRequest, embedder: Embedder | None, *, embed_now: bool = True

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DataError
 
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
@@ -534,3 +536,83 @@ def test_words_held_is_the_same_in_every_process() -> None:
         for seed in range(6)
     }
     assert len(outputs) == 1, outputs
+
+
+# --- hybrid's halves at once where the database server runs both --------------------------
+
+
+def halves_corpus(me, model):
+    return store(
+        me,
+        [
+            NewFact("/h", f"harbour log {n}: the ferry {'left late' if n % 3 else 'sank'}")
+            for n in range(40)
+        ]
+        + [NewFact("/h", "the ferry timetable changes in spring"), NewFact("/h", "lunch was soup")],
+        model,
+    )
+
+
+def test_a_hybrid_page_is_the_one_a_single_snapshot_ranks(actor, rt, model) -> None:
+    """However the use case runs the halves (side by side on PostgreSQL), the page is the
+    one the service ranks with both halves in one snapshot: the same ids, order, scores."""
+    me = actor()
+    halves_corpus(me, model)
+    for q in ("ferry left late", "when does the timetable change", "soup"):
+        page = find(me, q, rt=rt, mode="hybrid", peek=True)
+        query = search_service.prepare(q=q, embedder=model, mode="hybrid")
+        with me.memory.transaction(me.subject) as (conn, ctx):
+            expected = search_service.rank(conn, ctx, query, rt.vector_index)
+        assert [(r.fact.id, r.score, r.scores) for r in page.results] == [
+            (fid, score, expected.scores[fid]) for fid, score in expected.order
+        ], q
+
+
+@pytest.mark.only_backend("postgresql")
+def test_on_postgresql_the_keyword_half_runs_beside_the_semantic_half(
+    actor, rt, model, monkeypatch
+) -> None:
+    me = actor()
+    halves_corpus(me, model)
+    seen: dict[str, tuple[object, object]] = {}
+    halves = {"keyword": search_service.keyword_half, "semantic": search_service.semantic_half}
+
+    def watched(name):
+        def half(conn, *args):
+            seen[name] = (threading.current_thread(), conn.connection.driver_connection)
+            return halves[name](conn, *args)
+
+        return half
+
+    monkeypatch.setattr(search_service, "keyword_half", watched("keyword"))
+    monkeypatch.setattr(search_service, "semantic_half", watched("semantic"))
+    assert find(me, "ferry left late", rt=rt, mode="hybrid", peek=True).results
+    (keyword_thread, keyword_conn), (semantic_thread, semantic_conn) = (
+        seen["keyword"],
+        seen["semantic"],
+    )
+    assert semantic_thread is threading.current_thread()
+    assert keyword_thread is not semantic_thread  # a thread of the runtime's side work
+    assert keyword_conn is not semantic_conn  # each half in a snapshot of its own
+
+
+@pytest.mark.only_backend("postgresql")
+@pytest.mark.parametrize("failing", ["keyword", "semantic"])
+def test_a_failing_half_fails_the_search_and_leaves_no_connection_out(
+    actor, rt, model, monkeypatch, failing
+) -> None:
+    me = actor()
+    halves_corpus(me, model)
+    name = f"{failing}_half"
+
+    def broken(conn, *args):
+        conn.exec_driver_sql("SELECT 1/0")  # a database error, in the half's snapshot
+
+    monkeypatch.setattr(search_service, name, broken)
+    with pytest.raises(DataError, match="division by zero"):  # the half's own error
+        find(me, "ferry left late", rt=rt, mode="hybrid", peek=True)
+    assert rt.engine.pool.checkedout() == 0
+    # The other half's thread is done too: the next search runs as usual.
+    monkeypatch.undo()
+    rt.embedder = model
+    assert find(me, "ferry left late", rt=rt, mode="hybrid", peek=True).results
