@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         embedder, queries, unique, vectors = search_bench.model_and_corpus(
-            root, args.unique, args.queries
+            root, args.unique, args.queries, database=args.backend
         )
         databases = Databases(args.backend, args.database_url, args.home)
         built: dict[str, Any] = {}

@@ -123,16 +123,17 @@ def cached_embeddings(embedder: Any, texts: list[str]) -> np.ndarray:
 
 
 def model_and_corpus(
-    home: Path, unique: int | None, queries: int, largest: int = 0
+    home: Path, unique: int | None, queries: int, largest: int = 0, *, database: str = "sqlite"
 ) -> tuple[Any, list[str], list[str], np.ndarray]:
-    """The model as a server runs it by default (threads 0: onnxruntime takes the cores
-    it finds), `queries` sentences to ask, and `unique` others with their vectors (the
-    generator's material, material_and_queries'; cached on disk)."""
+    """The model as a server on `database` runs it by default (threads 0: onnxruntime
+    takes the cores it finds; on PostgreSQL its threads yield them after each run),
+    `queries` sentences to ask, and `unique` others with their vectors (the generator's
+    material, material_and_queries'; cached on disk)."""
     settings = Settings(
         dirs=Dirs(home, home, home),
         embedding={"model": MODEL, "width": WIDTH, "download": False},
     )
-    embedder = load_embedder(settings)
+    embedder = load_embedder(settings, yield_cores=database == "postgresql")
     assert embedder is not None
     material, asked = material_and_queries(unique, queries, largest)
     return embedder, asked, material, cached_embeddings(embedder, material)
@@ -767,7 +768,9 @@ def main() -> None:
     machine.report_load()
     with tempfile.TemporaryDirectory() as weights:
         t0 = time.perf_counter()
-        embedder = load_embedder(settings_for(Path(weights), MODEL))
+        embedder = load_embedder(
+            settings_for(Path(weights), MODEL), yield_cores=args.backend == "postgresql"
+        )
         load_s = time.perf_counter() - t0
     assert embedder is not None
     unique, queries = material_and_queries(args.unique, args.queries, max(sizes))

@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         largest = max(int(n) for n in args.facts.split(","))
         embedder, queries, unique, vectors = search_bench.model_and_corpus(
-            Path(tmp), args.unique, args.queries, largest
+            Path(tmp), args.unique, args.queries, largest, database=args.backend
         )
         root = args.home or Path(tmp)
         databases = Databases(args.backend, args.database_url, args.home)

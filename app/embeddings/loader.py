@@ -54,14 +54,19 @@ def load_model(
 
 
 def load_embedder(
-    settings: Settings, *, progress: bool = False, download: bool | None = None
+    settings: Settings,
+    *,
+    progress: bool = False,
+    download: bool | None = None,
+    yield_cores: bool | None = None,
 ) -> Embedder | None:
     """The configured model, loaded; None when embedding.model is "none".
 
     Fetches missing files when `download` (by default embedding.download) allows it;
     a message about missing files tells which of the two said no. Raises ConfigError for a name the
     catalog doesn't know, ModelUnavailable (with a reason for readiness) when the
-    files can't be had or the model won't load.
+    files can't be had or the model won't load. `yield_cores` (by default: whether the
+    memory is on a database server) stops the model's threads spinning after each run.
     """
     name = settings.embedding.model
     if name == NO_MODEL:
@@ -79,6 +84,8 @@ def load_embedder(
             model_dir,
             threads=settings.embedding.threads,
             batch_size=settings.embedding.batch_size,
+            # A database server's processes take the cores after each embedding.
+            yield_cores=settings.database.url is not None if yield_cores is None else yield_cores,
         )
     except Exception as exc:  # onnxruntime and tokenizers raise their own kinds
         raise ModelUnavailable(

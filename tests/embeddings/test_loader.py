@@ -63,6 +63,34 @@ def test_loads_a_registered_model_from_the_weights_dir(
     assert embedder.embed_documents(["a", "b", "c", "d", "e"]).shape == (5, 40)
 
 
+def spinning_stops(embedder: Embedder | None) -> bool:
+    """Whether the model's session stops its threads spinning as each run returns."""
+    assert isinstance(embedder, OnnxEmbedder)
+    options = embedder._session.get_session_options()
+    try:
+        return options.get_session_config_entry("session.force_spinning_stop") == "1"
+    except Exception:  # onnxruntime raises for a key never set
+        return False
+
+
+def test_the_model_yields_its_cores_after_each_run_beside_a_database_server(
+    tiny: ModelSpec, settings_with: MakeSettings
+) -> None:
+    """With the memory on PostgreSQL the server's processes want the cores right after
+    an embedding (hybrid's halves run there side by side): onnxruntime's threads stop
+    spinning as each run returns. With SQLite they keep onnxruntime's default."""
+    settings = settings_with(model=tiny.name, threads=1)
+    make_tiny_model_dir(settings.dirs.weights_dir / tiny.name, 40)
+    assert not spinning_stops(load_embedder(settings))
+    on_server = settings.model_copy(
+        update={"database": settings.database.model_copy(update={"url": "postgresql://db/m"})}
+    )
+    yielding = load_embedder(on_server)
+    assert spinning_stops(yielding)
+    assert yielding is not None and yielding.embed_documents(["a", "b"]).shape == (2, 40)
+    assert spinning_stops(load_embedder(settings, yield_cores=True))
+
+
 def test_missing_files_without_downloads_say_what_to_do(
     tiny: ModelSpec, settings_with: MakeSettings
 ) -> None:
