@@ -58,7 +58,7 @@ class OnnxEmbedder:
             # machine, whose processes want those cores next: PostgreSQL's hybrid search
             # at 100k facts 42.6 -> 36.8 ms p50 with its halves side by side, the
             # embedding level (3.58 / 3.62 ms). In-process SQLite searches were 0.6-0.8
-            # ms slower with it, so SQLite keeps the spinning (docs/benchmarks.md).
+            # ms slower with it, so SQLite keeps the spinning (docs/postgresql.md).
             options.add_session_config_entry("session.force_spinning_stop", "1")
         self._session = ort.InferenceSession(
             str(model_dir / MODEL_FILE), sess_options=options, providers=["CPUExecutionProvider"]
