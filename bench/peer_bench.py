@@ -307,15 +307,38 @@ def same_model(embedder: Any, peer: PeerProcess, texts: list[str]) -> float:
     return float(np.min(np.sum(ours * theirs, axis=1)))
 
 
+def model_settings(root: Path) -> Settings:
+    """Settings that find embornal's model files under `root` (fetched there if needed)."""
+    return Settings(
+        dirs=Dirs(root, root, root), embedding={"model": MODEL, "width": WIDTH, "download": False}
+    )
+
+
+def model_files(weights: Settings) -> Path:
+    """The directory of embornal's model files, which the peer is pointed at (peer_home)."""
+    return ensure_model_files(get_spec(MODEL), weights, progress=False, download=False)
+
+
+def add_peer_options(parser: argparse.ArgumentParser, *, tokenizer: str) -> None:
+    """--peer-python and --peer-tokenizer (default `tokenizer`), for the benches that run
+    the peer."""
+    parser.add_argument("--peer-python", type=Path, default=PEER_PYTHON)
+    parser.add_argument(
+        "--peer-tokenizer",
+        choices=["ours", "shipped"],
+        default=tokenizer,
+        help="the tokenizer file as embornal configures it, or as it comes (padded to 128, "
+        "as the peer uses its own download)",
+    )
+
+
 def run(args: argparse.Namespace, root: Path) -> tuple[dict[str, Verb], dict[str, Any]]:
     embedder, _, unique, vectors = search_bench.model_and_corpus(root, args.unique, args.queries)
     everything = sentences(args.unique + args.queries + args.stores)
     queries = everything[args.unique : args.unique + args.queries]
     new_texts = everything[args.unique + args.queries :]
-    weights = Settings(
-        dirs=Dirs(root, root, root), embedding={"model": MODEL, "width": WIDTH, "download": False}
-    )
-    model_dir = ensure_model_files(get_spec(MODEL), weights, progress=False, download=False)
+    weights = model_settings(root)
+    model_dir = model_files(weights)
     if args.threads:  # the model as embedding.threads N runs it
         pinned = weights.embedding.model_copy(update={"threads": args.threads})
         embedder = load_embedder(weights.model_copy(update={"embedding": pinned}))
@@ -504,13 +527,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--unique", type=int, default=1000, help="sentences embedded for real")
     parser.add_argument("--queries", type=int, default=40, help="per search verb")
     parser.add_argument("--stores", type=int, default=40, help="stores (then gets, lists, deletes)")
-    parser.add_argument("--peer-python", type=Path, default=PEER_PYTHON)
-    parser.add_argument(
-        "--peer-tokenizer",
-        choices=["ours", "shipped"],
-        default="ours",
-        help="the tokenizer file as embornal configures it, or as it comes (padded to 128)",
-    )
+    add_peer_options(parser, tokenizer="ours")
     parser.add_argument(
         "--threads", type=int, default=0, help="ONNX threads on both sides; 0: onnxruntime's"
     )

@@ -28,13 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from app.dirs import Dirs
-from app.embeddings.catalog import get_spec
-from app.embeddings.fetch import ensure_model_files
-from app.settings import Settings
 from bench import datasets, machine, quality
-from bench.peer_bench import PEER_PYTHON, PeerProcess, peer_home
-from bench.search_bench import MODEL, WIDTH
+from bench.peer_bench import (
+    PeerProcess,
+    add_peer_options,
+    model_files,
+    model_settings,
+    peer_home,
+)
+from bench.search_bench import MODEL
 
 LIMIT = 10
 Starter = Callable[[Path], PeerProcess]
@@ -87,10 +89,7 @@ def peer_starter(root: Path, python: Path, tokenizer: str, *, smoke: bool) -> St
         home = root / "peer-home"
         home.mkdir()
         return lambda folder: PeerProcess(python, folder / "peer.db", home, fake=True, threads=0)
-    weights = Settings(
-        dirs=Dirs(root, root, root), embedding={"model": MODEL, "width": WIDTH, "download": False}
-    )
-    files = ensure_model_files(get_spec(MODEL), weights, progress=False, download=False)
+    files = model_files(model_settings(root))
     return lambda folder: PeerProcess(
         python, folder / "peer.db", peer_home(folder, files, tokenizer), fake=False, threads=0
     )
@@ -122,13 +121,8 @@ def run_split(split: str, python: Path, tokenizer: str, *, smoke: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="dev,held", help="comma-separated: dev, held")
-    parser.add_argument("--peer-python", type=Path, default=PEER_PYTHON)
-    parser.add_argument(
-        "--peer-tokenizer",
-        choices=["ours", "shipped"],
-        default="shipped",
-        help="the tokenizer file as the peer uses its own (padded to 128), or as embornal does",
-    )
+    # The peer as it runs with its own download, as the outside check ran it.
+    add_peer_options(parser, tokenizer="shipped")
     parser.add_argument("--smoke", action="store_true", help="the stand-in peer, the smoke notes")
     args = parser.parse_args(argv)
     machine.report_load()

@@ -193,7 +193,9 @@ def exact_cosine(
     """The reference for semantic search: every current fact ranked by the exact cosine
     of its stored vector with the question's, no index, no floor unless given (`--exact`).
     What semantic search loses against it is lost in its own path (the index's
-    approximation, the floor, the starter facts); what it shares is the model's."""
+    approximation, the floor, the starter facts); what it shares is the model's. Written
+    apart from the search service's own exact scoring (its walk's last resort) on purpose:
+    a reference made of the code it checks would share its mistakes."""
     with handle.runtime.engine.connect() as conn:
         rows = conn.execute(
             sa.select(tables.facts.c.id, tables.facts.c.embedding).where(
