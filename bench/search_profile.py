@@ -2,11 +2,14 @@
 
     python -m bench.search_profile [--facts 10000,100000] [--queries 60] [--home DIR]
     python -m bench.search_profile --backend postgresql [--database-url URL] [--home DIR]
+    python -m bench.search_profile --subject reader   # a reader of everything, one line
     python -m bench.search_profile --smoke        # seconds: what `make test` runs
 
 Searches the memories bench/search_bench.py builds (the same generator, the same
 50 policy lines through which the subject `agent` reads about half the memory;
-built here when --home does not hold them already) through the use case the HTTP
+built here when --home does not hold them already; with `--subject reader`, as a
+subject whose one policy line lets it read everything, added to the memory when
+missing: what the rules cost a search) through the use case the HTTP
 route calls (Memory.search): prepare (embed the query, no transaction), rank in a
 read snapshot, deliver (recheck, count the recalls, hydrate the page) in a write
 transaction. The model runs as a server runs it by default (embedding.threads 0).
@@ -37,6 +40,7 @@ import numpy as np
 
 from app.runtime import open_runtime
 from app.services import facts as fact_service
+from app.services import policies as policy_service
 from app.services import search as search_service
 from app.usecases.memory import Memory, SearchRequest
 from bench import machine, search_bench
@@ -45,6 +49,13 @@ from bench.search_bench import MODEL
 from bench.stages import Timers
 
 MODES = ("keyword", "semantic", "hybrid")
+# Who searches: search_bench's subject (50 policy lines, about half the memory), or a
+# reader of everything through one line.
+SUBJECTS = {
+    "agent": "subject `agent` (50 policy lines, reads about half the memory)",
+    "reader": "subject `reader` (1 policy line, reads everything)",
+}
+READER_LINE = "p, reader, path:/*, read, allow"
 ONNX_THREADS = "onnxruntime's choice, as a server makes it (embedding.threads 0)"
 STAGES = (
     "embed",
@@ -58,10 +69,12 @@ STAGES = (
 )  # and "total less embed": a first search's p50 less its embedding's p50
 
 
-def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
+def one_search(
+    rt: Any, timers: Timers, q: str, mode: str, subject: str = "agent"
+) -> dict[str, float]:
     """As the route does it (Memory.search); returns seconds per stage."""
     t0 = time.perf_counter()
-    found = Memory(rt).search("agent", SearchRequest(q=q, mode=mode, limit=10))
+    found = Memory(rt).search(subject, SearchRequest(q=q, mode=mode, limit=10))
     total = time.perf_counter() - t0
     stages = timers.take()
     assert found.mode == mode
@@ -76,6 +89,7 @@ def one_search(rt: Any, timers: Timers, q: str, mode: str) -> dict[str, float]:
         # recall_visible builds the facts it hands back (timed as hydrate) by itself.
         "recall writes": max(0.0, stages.get("recall", 0.0) - stages.get("hydrate", 0.0)),
         "total": total,
+        "results": float(len(found.results)),  # a count, not seconds
     }
 
 
@@ -101,7 +115,9 @@ def watch_search(timers: Timers) -> None:
     timers.wrap(fact_service, "recall_visible", "recall")
 
 
-def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
+def profile(
+    rt: Any, queries: list[str], subject: str = "agent"
+) -> dict[str, dict[str, list[float]]]:
     timers = Timers()
     watch_search(timers)
     try:
@@ -110,10 +126,10 @@ def profile(rt: Any, queries: list[str]) -> dict[str, dict[str, list[float]]]:
             per_stage: dict[str, list[float]] = defaultdict(list)
             for q in queries:
                 text = asked(q, mode)
-                for stage, seconds in one_search(rt, timers, text, mode).items():
+                for stage, seconds in one_search(rt, timers, text, mode, subject).items():
                     per_stage[stage].append(seconds)
             for q in queries:  # the same queries again: what a repeated search pays
-                seconds = one_search(rt, timers, asked(q, mode), mode)["total"]
+                seconds = one_search(rt, timers, asked(q, mode), mode, subject)["total"]
                 per_stage["total, query seen before"].append(seconds)
             out[mode] = per_stage
         return out
@@ -129,25 +145,38 @@ def profile_size(
     embedder: Any,
     queries: list[str],
     url: str | None = None,
+    subject: str = "agent",
 ) -> dict[str, dict[str, list[float]]]:
     """The memory of search_bench at `size` (built in `home`, or the database at `url`,
-    unless it is there), searched with the server's default model settings."""
+    unless it is there), searched by `subject` with the server's default model settings."""
     search_bench.build(home, size, unique, vectors, url)
     rt = open_runtime(search_bench.settings_for(home, url=url))
     rt.embedder = embedder
     rt.load_vector_index()
     try:
-        one_search(rt, Timers(), "warm up the model and the caches", "hybrid")
-        return profile(rt, queries)
+        if subject == "reader":
+            add_reader(rt)
+        one_search(rt, Timers(), "warm up the model and the caches", "hybrid", subject)
+        return profile(rt, queries, subject)
     finally:
         rt.close()
 
 
-def print_table(size: int, queries: int, results: dict[str, dict[str, list[float]]]) -> None:
+def add_reader(rt: Any) -> None:
+    """The subject `reader`'s one line (READER_LINE), unless the memory holds it."""
+    memory = Memory(rt)
+    with memory.transaction("default", write=True) as (conn, ctx):
+        held = {str(line) for line in policy_service.list_policies(conn, ctx)}
+        if READER_LINE not in held:
+            policy_service.add_policy(conn, ctx, READER_LINE)
+
+
+def print_table(
+    size: int, queries: int, results: dict[str, dict[str, list[float]]], subject: str = "agent"
+) -> None:
     print(
         f"\nsearch profile: {size} facts, {queries} queries per mode, model {MODEL} "
-        f"({ONNX_THREADS}), subject `agent` "
-        "(50 policy lines), limit 10, recalls counted\n"
+        f"({ONNX_THREADS}), {SUBJECTS[subject]}, limit 10, recalls counted\n"
     )
     print(f"| {'stage (p50 ms)':<24} | " + " | ".join(f"{m:>8}" for m in MODES) + " |")
     print(f"|{'-' * 26}|" + "|".join("-" * 10 for _ in MODES) + "|")
@@ -169,6 +198,8 @@ def print_table(size: int, queries: int, results: dict[str, dict[str, list[float
         + " | ".join(f"{o * 1000:8.2f}" for o in over)
         + " |"
     )
+    found = [f"{statistics.mean(results[m]['results']):8.1f}" for m in MODES]
+    print(f"| {'results a page (mean)':<24} | " + " | ".join(found) + " |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -181,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--home", type=Path, help="keep the memories here (search_bench's too)")
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--database-url", help="a PostgreSQL server to use (bench/databases.py)")
+    parser.add_argument(
+        "--subject", choices=sorted(SUBJECTS), default="agent", help="who searches (see above)"
+    )
     parser.add_argument("--smoke", action="store_true", help="a tiny run, in seconds")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -198,8 +232,10 @@ def main(argv: list[str] | None = None) -> None:
             for size in (int(n) for n in args.facts.split(",")):
                 home = root / (f"pg-m{size}" if databases.postgres else f"m{size}")
                 url = databases.url(size)
-                results = profile_size(size, home, unique, vectors, embedder, queries, url)
-                print_table(size, len(queries), results)
+                results = profile_size(
+                    size, home, unique, vectors, embedder, queries, url, args.subject
+                )
+                print_table(size, len(queries), results, args.subject)
         finally:
             databases.close()
     machine.report_load(ONNX_THREADS)

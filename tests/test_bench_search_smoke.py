@@ -36,6 +36,15 @@ def test_the_profile_prints_every_stage_for_every_mode() -> None:
         assert len([float(cell) for cell in row.split("|")[2:-1]]) == 3
 
 
+def test_the_profile_searches_as_a_reader_of_everything_when_asked() -> None:
+    # The reader's one line is added to the memory: without it every page is empty.
+    out = run("bench.search_profile", "--subject", "reader")
+    assert "subject `reader` (1 policy line, reads everything)" in out
+    row = next(line for line in out.splitlines() if line.startswith("| results a page (mean) "))
+    keyword, semantic, hybrid = (float(cell) for cell in row.split("|")[2:-1])
+    assert semantic == hybrid == 10.0 and keyword > 0
+
+
 def test_the_quality_bench_prints_every_figure_per_mode_and_kind() -> None:
     # The real offline model, as `python -m bench.quality` runs by default.
     out = run("bench.quality", "--model", "minilm-l6")
