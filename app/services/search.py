@@ -77,6 +77,11 @@ MIN_RESCORED = 30
 # bench.reader_cost_bench): see _scoped_at_most.
 CHECK_COST = 12
 EXACT_RERANK = 2
+# A walk's first chunk holds what the reader needs divided by the share of candidates
+# it found visible last time, this much more (see _Walk): a chunk found short is
+# followed by one twice as wide, so the margin keeps that rare (a reader who sees 63%
+# checks 199 of hybrid's candidates first, as it checked 200 before).
+SHARE_MARGIN = 1.25
 # Hybrid's candidates: the nearest SEMANTIC_DEPTH facts, the best KEYWORD_DEPTH keyword
 # matches and the SPAN_DEPTH nearest facts created in a span the question names (or
 # twice the page, if more). On the dev parts (bench.fit_ranking), the nearest 100 held
@@ -166,6 +171,25 @@ class Scope:
             return build(self.clauses())
         key = (kind, self.under, self.tags)
         return self.ctx.access.statements.get(key, lambda: build(self.clauses()))
+
+    def visible_share(self) -> VisibleShare:
+        """The share of the index's candidates this subject found visible under these
+        filters in its last walk, kept in its Access beside its statements (a scope
+        that holds the time starts from the default each search)."""
+        if self._holds_time:
+            return VisibleShare()
+        key = ("visible-share", self.under, self.tags)
+        return self.ctx.access.statements.get(key, VisibleShare)
+
+
+class VisibleShare:
+    """How many of the index's candidates a walk found visible, of those it checked:
+    the next walk of the same reader sizes its first chunk by it. Half until a walk has
+    run (the first chunk twice what is needed). Two searches writing it at once leave
+    either's value: it only sizes a chunk, never decides what is returned."""
+
+    def __init__(self) -> None:
+        self.value = 0.5
 
 
 def _visible(conn: Connection, scope: Scope, ids: Sequence[int]) -> set[int]:
@@ -327,7 +351,7 @@ def semantic_ranking(
     a page never starves.
     """
     index.refresh(conn)
-    walk = _Walk(index.probe(query), want, rescore)
+    walk = _Walk(index.probe(query), want, rescore, scope.visible_share())
     return walk.run(_Visibility(conn, scope, index), vectors)
 
 
@@ -336,11 +360,18 @@ class _Walk:
     the rest: its first chunk of candidates, asked for before the walk runs, lets the
     searches of a batch check all their first chunks in one statement."""
 
-    def __init__(self, probe: Probe, want: int, rescore: bool = True) -> None:
+    def __init__(
+        self, probe: Probe, want: int, rescore: bool = True, share: VisibleShare | None = None
+    ) -> None:
         self.probe, self.want, self.rescore = probe, want, rescore
         self.needed = max(want * EXACT_RERANK, MIN_RESCORED) if rescore else want
-        # Wide enough that a subject who sees half the memory needs one round.
-        self.first_width = 2 * self.needed
+        self.share = share or VisibleShare()
+        # Wide enough that the reader needs one round, if it sees as much of this walk's
+        # candidates as of its last walk's (SHARE_MARGIN); never wider than twice what
+        # is needed (a reader who sees little walks on in chunks that double). A reader
+        # of everything checks 125 candidates of hybrid's where 200 were checked.
+        fitting = math.ceil(self.needed * SHARE_MARGIN / max(self.share.value, 0.5))
+        self.first_width = max(self.needed, min(2 * self.needed, fitting))
         self._first: tuple[np.ndarray, np.ndarray] | None = None
 
     def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
@@ -399,6 +430,8 @@ class _Walk:
                     return self._everything(visibility, blobs)
                 start += chunk
                 chunk *= 2
+        if examined:
+            self.share.value = len(visible) / examined
         if len(visible) < want and examined < probe.total:
             # Every cell taken, yet some visible facts were not among any cell's best.
             return self._everything(visibility, blobs)

@@ -149,6 +149,34 @@ def test_one_visible_fact_in_ten_still_fills_the_page(actor, rt, model) -> None:
         assert groups == {"g3"}, mode
 
 
+@pytest.mark.only_backend("sqlite")  # the walk of the process's own index
+def test_a_reader_who_saw_every_candidate_checks_fewer_the_next_time(
+    actor, rt, model, monkeypatch
+) -> None:
+    """A walk's first chunk of candidates, checked in SQL, is sized by the share the
+    same reader found visible in its last walk: a reader of everything checks 125 of
+    hybrid's candidates where it checked 200, and gets the same page."""
+    me = actor()
+    notes = [NewFact("/notes", f"maintenance note {i} about topic {i % 17}") for i in range(400)]
+    store(me, notes, model)
+    checked: list[int] = []
+    real = search_service._visible_vectors
+
+    def counting(conn, scope, ids):
+        checked.append(len(ids))
+        return real(conn, scope, ids)
+
+    monkeypatch.setattr(search_service, "_visible_vectors", counting)
+    pages = []
+    for _ in range(2):
+        found = find(me, "maintenance topic three", mode="hybrid", peek=True)
+        pages.append([(r.fact.id, r.scores) for r in found.results])
+        checked.append(-1)
+    first, second = checked[: checked.index(-1)], checked[checked.index(-1) + 1 : -1]
+    assert (sum(first), sum(second)) == (200, 125)
+    assert len(pages[0]) == 10 and pages[0] == pages[1]
+
+
 def test_filters_under_tag_and_min_strength(actor, clock) -> None:
     me = actor()
     store(me, [NewFact("/a/x", "gamma one", {"k": "v"}), NewFact("/b", "gamma two")])
