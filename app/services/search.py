@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection, bindparam, select
@@ -58,6 +58,8 @@ from app.services.vector_index import (
     unpack_blobs,
 )
 from app.services.visibility import readable_scope, visible_current
+
+T = TypeVar("T")
 
 # A query's words looked up in the keyword index: its longest this many. Each one is a
 # walk of the index under the reader's rules: on the dev parts 6 ranked as 8 did (per
@@ -165,21 +167,21 @@ class Scope:
             clauses.append(decay_sql(self.ctx.clock()) <= -math.log(self.min_strength))
         return clauses
 
-    def statement(self, kind: str, build: Callable[[list[Any]], Any]) -> Any:
-        """The statement `build` makes from the clauses, kept unless it holds the time."""
+    def _kept(self, kind: str, make: Callable[[], T]) -> T:
+        """What `make` makes for these filters, kept in the subject's Access for its next
+        requests, unless the scope holds the time (then made each time)."""
         if self._holds_time:
-            return build(self.clauses())
-        key = (kind, self.under, self.tags)
-        return self.ctx.access.statements.get(key, lambda: build(self.clauses()))
+            return make()
+        return self.ctx.access.statements.get((kind, self.under, self.tags), make)
+
+    def statement(self, kind: str, build: Callable[[list[Any]], Any]) -> Any:
+        """The statement `build` makes from the clauses."""
+        return self._kept(kind, lambda: build(self.clauses()))
 
     def visible_share(self) -> VisibleShare:
         """The share of the index's candidates this subject found visible under these
-        filters in its last walk, kept in its Access beside its statements (a scope
-        that holds the time starts from the default each search)."""
-        if self._holds_time:
-            return VisibleShare()
-        key = ("visible-share", self.under, self.tags)
-        return self.ctx.access.statements.get(key, VisibleShare)
+        filters in its last walk (a scope that holds the time starts from the default)."""
+        return self._kept("visible-share", VisibleShare)
 
 
 class VisibleShare:
@@ -371,7 +373,7 @@ class _Walk:
         # is needed (a reader who sees little walks on in chunks that double). A reader
         # of everything checks 125 candidates of hybrid's where 200 were checked.
         fitting = math.ceil(self.needed * SHARE_MARGIN / max(self.share.value, 0.5))
-        self.first_width = max(self.needed, min(2 * self.needed, fitting))
+        self.first_width = min(2 * self.needed, fitting)  # a share is at most 1: >= needed
         self._first: tuple[np.ndarray, np.ndarray] | None = None
 
     def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
