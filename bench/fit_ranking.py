@@ -45,7 +45,7 @@ from bench import datasets, machine
 from bench import quality as qb
 
 # The features the shipped model weighs (app.services.ranking.FEATURES names them all).
-FEATURES = ("cosine", "keyword", "neighbourhood", "in_span")
+FEATURES = ("cosine", "keyword", "neighbourhood", "neighbourhood_squared", "in_span")
 # The shapes fitted on; the two views of the generated chats are one shape between them.
 SHAPES = {"chats": "chats", "chats-worded": "chats", "beam": "beam", "notes": "notes"}
 # The floors tried: none, then from 1e-4 to 0.5 in even steps of the logarithm; and

@@ -45,6 +45,11 @@ FEATURES: dict[str, str] = {
         "cosine of the fact to the mean of the query's ten nearest candidates: what they "
         "all share rather than what the query asks"
     ),
+    "neighbourhood_squared": (
+        "the neighbourhood squared: with it the neighbourhood weighs as a curve, so that a "
+        "fact very like all of the nearest candidates is pushed down more than one only "
+        "somewhat like them"
+    ),
     "in_span": "1 when the query names a time span and the fact was created in it",
 }
 

@@ -8,7 +8,7 @@
 - semantic: the facts nearest the query's embedding, above the model's cosine floor
   (search.min_cosine): a query that matches nothing gets an empty page.
 - hybrid: the best of both halves, and the nearest facts created in a time span the
-  query names, are the candidates; each is described by four features and scored by
+  query names, are the candidates; each is described by five features and scored by
   one model (app.services.ranking) whose weights and floor `python -m
   bench.fit_ranking` fits, nobody sets by hand. The page holds the candidates whose
   chance reaches the floor, best first: nonsense gets an empty page.
@@ -809,10 +809,12 @@ def candidates(query: Query, keyword: Keyword, semantic: Semantic) -> Candidates
     mean = matrix[near].mean(axis=0) if len(found) else np.zeros_like(query.vector)
     norm = float(np.linalg.norm(mean))
     spanned = keyword.spanned | semantic.spanned
+    neighbourhood = (matrix @ (mean / norm) if norm > 0 else 0.0 * cosine).astype(np.float64)
     features = {
         "cosine": cosine,
         "keyword": np.array([bm25.get(f, 0.0) / best_bm25 for f in found]) * cosine,
-        "neighbourhood": (matrix @ (mean / norm) if norm > 0 else 0.0 * cosine).astype(np.float64),
+        "neighbourhood": neighbourhood,
+        "neighbourhood_squared": neighbourhood * neighbourhood,
         "in_span": np.array([float(f in spanned) for f in found]),
     }
     return Candidates(
