@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DataError
@@ -16,6 +17,7 @@ from app.embeddings.fake import FakeEmbedder
 from app.errors import InvalidInput, Unavailable
 from app.services import embedding as embedding_service
 from app.services import facts as fact_service
+from app.services import ranking
 from app.services import search as search_service
 from app.services.facts import NewFact
 from app.usecases.memory import SearchRequest
@@ -23,6 +25,7 @@ from tests.conftest import TEST_WIDTH
 from tests.statements import executed
 
 MODES = ("keyword", "semantic", "hybrid")
+WORDS = ("hedge", "field", "barn", "river", "wood", "lane")
 
 
 @pytest.fixture
@@ -227,6 +230,24 @@ def test_hybrid_puts_first_the_fact_both_halves_support(actor, rt, model) -> Non
     scores = [r.score for r in found.results]
     assert scores == sorted(scores, reverse=True)
     assert facts[2].id not in {r.fact.id for r in found.results}  # neither half supports it
+
+
+def test_hybrid_candidates_carry_every_feature_the_shipped_model_weighs(actor, rt, model) -> None:
+    """The fitted model and the search agree on what a feature is: each one it weighs is
+    computed for every candidate, finite, and the neighbourhood's square is its square
+    (bench.fit_ranking fitted the weights on these very arrays)."""
+    me = actor()
+    notes = [NewFact("/c", f"kestrel note {i} about the {w}") for i, w in enumerate(WORDS)]
+    store(me, notes, model)
+    found = me.memory.hybrid_candidates(me.subject, SearchRequest(q="kestrel about the hedge"))
+    assert len(found.ids) == len(WORDS)
+    assert set(ranking.shipped().features) <= set(found.features)
+    for name in ranking.shipped().features:
+        assert found.features[name].shape == (len(found.ids),)
+        assert np.isfinite(found.features[name]).all(), name
+    near = found.features["neighbourhood"]
+    assert np.allclose(found.features["neighbourhood_squared"], near * near)
+    assert len(set(np.round(near, 6))) > 1  # a test of the square needs more than one value
 
 
 # --- keyword pages: BM25 over the reader's own matches --------------------------------
