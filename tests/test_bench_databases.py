@@ -3,7 +3,6 @@ and a run without it puts initdb's back: a figure said to be measured at 1 GB is
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,8 +22,9 @@ def test_the_bench_server_starts_with_the_shared_buffers_asked_and_without_puts_
     None
 ):
     # A short path: the cluster's unix socket lives in its directory (at most 107 bytes).
-    root = Path(tempfile.mkdtemp(prefix="dbs-", dir=in_memory_parent()))
-    try:
+    # A --home's server is kept by design: this one is the test's to remove.
+    with tempfile.TemporaryDirectory(prefix="dbs-", dir=in_memory_parent()) as scratch:
+        root = Path(scratch)
         asked = Databases("postgresql", None, root, "64MB")
         try:
             assert _shared_buffers(asked) == "64MB"
@@ -37,8 +37,6 @@ def test_the_bench_server_starts_with_the_shared_buffers_asked_and_without_puts_
             assert "settings as initdb made them)" in again.describe()
         finally:
             again.close()
-    finally:  # a --home's server is kept by design: this one is the test's to remove
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow

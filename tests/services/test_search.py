@@ -232,7 +232,7 @@ def test_hybrid_puts_first_the_fact_both_halves_support(actor, rt, model) -> Non
     assert facts[2].id not in {r.fact.id for r in found.results}  # neither half supports it
 
 
-def test_hybrid_candidates_carry_every_feature_the_shipped_model_weighs(actor, rt, model) -> None:
+def test_hybrid_candidates_carry_every_feature_the_shipped_model_weighs(actor, model) -> None:
     """The fitted model and the search agree on what a feature is: each one it weighs is
     computed for every candidate, finite, and the neighbourhood's square is its square
     (bench.fit_ranking fitted the weights on these very arrays)."""
