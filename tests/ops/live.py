@@ -208,12 +208,22 @@ class LiveServer:
 
     def first_traceback(self, lines: int = 60) -> str | None:
         """The first traceback the server logged, from the lines just before it (its
-        request), or None. A log's tail shows the requests that came after it."""
+        request) to the exception it ends with, or None. A log's tail shows the requests
+        that came after it. A traceback longer than `lines` keeps its last frames: the
+        frames nearest the exception, and the exception itself, are what explain it."""
         logged = self.logs().splitlines()
         starts = [n for n, line in enumerate(logged) if line.startswith("Traceback")]
         if not starts:
             return None
-        return "\n".join(logged[max(0, starts[0] - 3) : starts[0] + lines])
+        start = starts[0]
+        end = start + 1  # the exception's line: the first one not indented after the frames
+        while end < len(logged) and (logged[end][:1].isspace() or not logged[end]):
+            end += 1
+        head = logged[max(0, start - 3) : start + 1]
+        frames = logged[start + 1 : end + 1]
+        if len(frames) > lines:
+            frames = [f"  ... {len(frames) - lines} lines of outer frames ...", *frames[-lines:]]
+        return "\n".join(head + frames)
 
 
 def wait_for(condition: Any, what: str, timeout: float = 30.0) -> None:
