@@ -17,9 +17,10 @@ numbers), each shape counting alike and within a shape each question alike:
 2. the intercept and scale that turn that score into the chance a candidate answers (a
    logistic fit over every candidate, no-answer questions' included: Platt's);
 3. semantic search's cosine floor, and the floor on a hybrid candidate's chance: of the
-   values tried, the lowest that gives the most per question, recall@5 where there is an
-   answer and 1 for an empty page where there is none; hybrid's floor may not cost it its
-   lead, on any shape, over either single mode.
+   values tried, the one that gives the most per question, recall@5 where there is an
+   answer and 1 for an empty page where there is none (of cosine floors that tie, the
+   lowest; of hybrid floors, the highest: choose_floor); hybrid's floor may not cost it
+   its lead, on any shape, over either single mode.
 
 `--ablate` refits without each feature in turn and reports the held parts (never used to
 fit): a feature stays only if leaving it out costs there. Held is looked at for that and
@@ -45,7 +46,7 @@ from bench import datasets, machine
 from bench import quality as qb
 
 # The features the shipped model weighs (app.services.ranking.FEATURES names them all).
-FEATURES = ("cosine", "keyword", "neighbourhood", "neighbourhood_squared", "in_span")
+FEATURES = ("cosine", "keyword", "neighbourhood", "neighbourhood_squared", "in_span", "crowd")
 # The shapes fitted on; the two views of the generated chats are one shape between them.
 SHAPES = {"chats": "chats", "chats-worded": "chats", "beam": "beam", "notes": "notes"}
 # The floors tried: none, then from 1e-4 to 0.5 in even steps of the logarithm; and
@@ -247,10 +248,18 @@ def per_question(asked: Sequence[Asked], page: Page) -> float:
     return total / len(families)
 
 
-def best_cut(asked: Sequence[Asked], cuts: Sequence[float], page: Callable[[float], Page]) -> float:
-    """The lowest of the cuts that gives the most per question."""
-    best, best_value = cuts[0], -1.0
-    for cut in cuts:
+def best_cut(
+    asked: Sequence[Asked],
+    cuts: Sequence[float],
+    page: Callable[[float], Page],
+    *,
+    highest: bool = False,
+) -> float:
+    """The lowest of the cuts (ascending) that gives the most per question; with
+    `highest`, the highest of those."""
+    ordered = list(reversed(cuts)) if highest else list(cuts)
+    best, best_value = ordered[0], -1.0
+    for cut in ordered:
         value = per_question(asked, page(cut))
         if value > best_value + 1e-12:
             best, best_value = cut, value
@@ -260,7 +269,10 @@ def best_cut(asked: Sequence[Asked], cuts: Sequence[float], page: Callable[[floa
 def choose_floor(asked: Sequence[Asked], model: Model) -> float:
     """The floor on a candidate's chance that gives the most per question without
     giving up hybrid's lead: on no shape may hybrid's recall@5 fall under either single
-    mode's (semantic at its own fitted floor). The lowest such, of FLOORS."""
+    mode's (semantic at its own fitted floor). The highest such, of FLOORS: the floor is
+    what keeps facts nothing supports off a page (a starter fact, a nonsense query's
+    nearest), and of floors that cost the same on dev the highest keeps the most off.
+    (The lowest let a model whose floors tie from 0 up ship with no floor at all.)"""
     halves = (keyword_page, semantic_page(model.min_cosine))
     best = {
         family: max(figures(group, half).recall5 for half in halves)
@@ -274,7 +286,7 @@ def choose_floor(asked: Sequence[Asked], model: Model) -> float:
             for family, group in by_family(asked).items()
         )
     ] or [0.0]
-    return best_cut(asked, allowed, lambda f: hybrid_page(replace(model, floor=f)))
+    return best_cut(asked, allowed, lambda f: hybrid_page(replace(model, floor=f)), highest=True)
 
 
 def fit_model(

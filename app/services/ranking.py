@@ -51,6 +51,11 @@ FEATURES: dict[str, str] = {
         "somewhat like them"
     ),
     "in_span": "1 when the query names a time span and the fact was created in it",
+    "crowd": (
+        "the mean cosine of the fact to the five candidates most like it: a fact with close "
+        "kin among the candidates (one of many turns on the topic, a restatement) says "
+        "less of its own than one that stands apart"
+    ),
 }
 
 

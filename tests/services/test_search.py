@@ -250,6 +250,27 @@ def test_hybrid_candidates_carry_every_feature_the_shipped_model_weighs(actor, m
     assert len(set(np.round(near, 6))) > 1  # a test of the square needs more than one value
 
 
+def test_crowd_is_how_much_closer_kin_a_candidate_has_than_the_others() -> None:
+    """Each candidate's mean cosine to its KIN nearest other candidates, less the mean of
+    that over the candidates: near-copies score above a fact that stands apart, and a
+    lone candidate (or a page of few) is neither pushed down nor lifted."""
+    rng = np.random.default_rng(7)
+    rows = rng.normal(size=(12, 16)).astype(np.float32)
+    rows[1] = rows[0] + 0.05 * rows[1]  # a near-copy of the first
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    crowd = search_service._crowd(rows)
+    likeness = rows @ rows.T
+    expected = [np.sort(np.delete(likeness[i], i))[-search_service.KIN :].mean() for i in range(12)]
+    assert np.allclose(crowd, np.array(expected) - np.mean(expected), atol=1e-6)
+    assert crowd[0] > np.median(crowd) and crowd[1] > np.median(crowd)
+    assert abs(crowd.mean()) < 1e-9
+    # Fewer candidates than KIN + 1: every other one is kin; alone: nothing to be like.
+    few = [np.delete(likeness[i, :3], i).mean() for i in range(3)]
+    assert np.allclose(search_service._crowd(rows[:3]), np.array(few) - np.mean(few), atol=1e-6)
+    assert search_service._crowd(rows[:1]).tolist() == [0.0]
+    assert search_service._crowd(rows[:0]).shape == (0,)
+
+
 # --- keyword pages: BM25 over the reader's own matches --------------------------------
 
 
