@@ -52,9 +52,9 @@ FEATURES: dict[str, str] = {
     ),
     "in_span": "1 when the query names a time span and the fact was created in it",
     "crowd": (
-        "the mean cosine of the fact to the five candidates most like it: a fact with close "
-        "kin among the candidates (one of many turns on the topic, a restatement) says "
-        "less of its own than one that stands apart"
+        "the mean cosine of the fact to the five candidates most like it, less that mean's "
+        "average over the candidates: a fact with close kin among them (one of many turns "
+        "on the topic, a restatement) says less of its own than one that stands apart"
     ),
 }
 
