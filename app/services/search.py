@@ -8,7 +8,7 @@
 - semantic: the facts nearest the query's embedding, above the model's cosine floor
   (search.min_cosine): a query that matches nothing gets an empty page.
 - hybrid: the best of both halves, and the nearest facts created in a time span the
-  query names, are the candidates; each is described by five features and scored by
+  query names, are the candidates; each is described by six features and scored by
   one model (app.services.ranking) whose weights and floor `python -m
   bench.fit_ranking` fits, nobody sets by hand. The page holds the candidates whose
   chance reaches the floor, best first: nonsense gets an empty page.
