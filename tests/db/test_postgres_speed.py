@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.db import migrate
 from app.db.dialects import backend as backend_of
-from app.db.dialects.postgresql import HNSW_INDEX
+from app.db.dialects.postgresql import HNSW_INDEX, HNSW_LINKS
 from app.db.engine import make_engine, read_transaction, write_transaction
 from app.db.tables import facts
 from app.errors import Conflict
@@ -179,6 +179,45 @@ def test_0011_keeps_vectors_as_halves_and_the_downgrade_widens_them(
                 for f, sent in widened
             }
             assert [back[fid] for fid in ids] == [half(v) for v in vectors]
+    finally:
+        engine.dispose()
+        postgres.drop_database(url)
+
+
+def graph_links(conn) -> str | None:
+    """The HNSW index's m as its options say (None: pgvector's default, 16)."""
+    options = conn.exec_driver_sql(
+        f"SELECT reloptions FROM pg_class WHERE oid = '{HNSW_INDEX}'::regclass"
+    ).scalar_one()
+    return next((o.partition("=")[2] for o in options or [] if o.startswith("m=")), None)
+
+
+def test_0016_builds_a_sparser_graph_and_the_model_switch_and_bulk_load_keep_it(
+    postgres: PostgresForTests,
+) -> None:
+    """Migration 0016 builds the graph at m 8; a new facts_vec (another model's width)
+    and a graph rebuilt after a bulk load are made the same way; the downgrade goes back
+    to pgvector's default."""
+    url = postgres.new_empty_database()
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine, TEST_WIDTH, revision="0015")
+        with read_transaction(engine) as conn:
+            assert graph_links(conn) is None
+        migrate.upgrade(engine, TEST_WIDTH)
+        with read_transaction(engine) as conn:
+            assert graph_links(conn) == str(HNSW_LINKS) == "8"
+        with write_transaction(engine) as conn:
+            vectors = backend_of(conn).vectors
+            vectors.recreate(conn, TEST_WIDTH + 8)
+            assert graph_links(conn) == "8"
+            assert vectors.pause_index(conn)
+            vectors.build_index(conn)
+            assert graph_links(conn) == "8"
+            vectors.recreate(conn, TEST_WIDTH)
+        migrate.downgrade(engine, "0015")
+        with read_transaction(engine) as conn:
+            assert graph_links(conn) == "16"
     finally:
         engine.dispose()
         postgres.drop_database(url)

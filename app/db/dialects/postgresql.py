@@ -70,6 +70,10 @@ _WALK_SETTINGS = f"SELECT set_config('work_mem', '64kB', true), {_CUSTOM_PLAN}"
 # facts_vec's HNSW index, and the most memory (MB) a bulk load's rebuild of it takes
 # (build_index): a million 384-d vectors want about 2.4 GB.
 HNSW_INDEX = "facts_vec_hnsw"
+# The graph's links a vector (pgvector's m): half its default, since inserting into the
+# graph was most of a store's own time and searches, at ef_search 400 or more, find as
+# much in the sparser graph (migration 0016's docstring has the figures).
+HNSW_LINKS = 8
 BUILD_MEMORY_MB = 8192
 # Each query asks HNSW for this many candidates at least (pgvector's ef_search). At
 # 100k facts under the bench's ACL (bench/search_bench.py --backend postgresql, two
@@ -89,8 +93,10 @@ EF_SEARCH_MOST = 1000
 # each walk fetching twice the 3 it names): at 20k facts the same facts named for every
 # store at 60 and above, 0.995 at 40; at 36k 0.995 at 60 and at 100 alike, 0.990 at 40.
 # A fact's check: 1.48 ms at 60 against 1.80 at 100 (20k), 1.73 against 2.01 (36k);
-# 5.0 at 400.
-SIMILAR_EF_SEARCH = 60
+# 5.0 at 400. In the sparser graph (HNSW_LINKS 8, migration 0016), at 20k: 0.993 the
+# same and 0.995 of the near-duplicates found at 60, 0.995 and all of them at 100,
+# 1.34 ms against 1.35: 100.
+SIMILAR_EF_SEARCH = 100
 # Candidates looked at per result wanted: relaxed_order returns them nearly sorted;
 # the exact distances of the extra ones re-sort the page and raise recall.
 OVERFETCH = 2
@@ -645,11 +651,11 @@ def create_vector_table(conn: Connection, width: int) -> None:
 
 
 def create_hnsw_index(conn: Connection) -> None:
-    """facts_vec's HNSW index for cosine distance, pgvector's defaults (m 16,
-    ef_construction 64)."""
+    """facts_vec's HNSW index for cosine distance, as migration 0016 makes it: each
+    vector linked to HNSW_LINKS others (pgvector's default is 16), ef_construction 64."""
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON facts_vec "
-        "USING hnsw (embedding halfvec_cosine_ops)"
+        f"USING hnsw (embedding halfvec_cosine_ops) WITH (m = {HNSW_LINKS})"
     )
 
 
