@@ -11,8 +11,9 @@ a million; the semantic ranking no slower; the graph built in 10.9 s instead of 
 `similar` walk is widened with it (SIMILAR_EF_SEARCH 60 -> 100). After it, a batch
 store on PostgreSQL ran at 0.86-0.88 of SQLite's.
 
-The graph is built again at the new width, with the memory a build of this size needs.
-SQLite has no such graph. The downgrade builds it again at pgvector's default.
+The graph is dropped and built again with 8 links a vector the way a bulk load's build
+makes it (build_hnsw_index: the memory and the time a build of this size needs). SQLite
+has no such graph. The downgrade builds it again at pgvector's default, 16.
 
 Revision ID: 0016
 Revises: 0015
@@ -25,6 +26,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
+from app.db.dialects.postgresql import HNSW_INDEX, build_hnsw_index
+
 revision: str = "0016"
 down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
@@ -32,23 +35,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def _rebuild(links: int) -> None:
-    conn = op.get_bind()
-    # Minutes at a million vectors: past the statement timeout a server's connections
-    # carry (database.statement_timeout_ms).
-    op.execute("SET LOCAL statement_timeout = 0")
-    width = conn.exec_driver_sql(
-        "SELECT atttypmod FROM pg_attribute "
-        "WHERE attrelid = 'facts_vec'::regclass AND attname = 'embedding'"
-    ).scalar_one()
-    count = conn.exec_driver_sql("SELECT count(*) FROM facts_vec").scalar_one()
-    op.execute("DROP INDEX IF EXISTS facts_vec_hnsw")
-    # The graph is built in memory when it fits maintenance_work_mem (as build_index).
-    memory = max(64, min(8192, int(count) * (6 * int(width) + 256) // 2**20 + 64))
-    op.execute(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
-    op.execute(
-        "CREATE INDEX facts_vec_hnsw ON facts_vec "
-        f"USING hnsw (embedding halfvec_cosine_ops) WITH (m = {int(links)})"
-    )
+    # The build a bulk load ends with (its memory and time), at `links` named here: what
+    # this revision means does not move with HNSW_LINKS.
+    op.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+    build_hnsw_index(op.get_bind(), links)
 
 
 def upgrade() -> None:

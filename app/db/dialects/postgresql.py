@@ -424,18 +424,7 @@ class PostgresVectors:
         return there is not None
 
     def build_index(self, conn: Connection) -> None:
-        # The graph is built in memory when it fits maintenance_work_mem, and spills to
-        # pages, many times slower, when it does not: give this build what the vectors
-        # need (about their size and half again), within bounds.
-        count, width = conn.exec_driver_sql(
-            "SELECT count(*), coalesce(max(vector_dims(embedding)), 0) FROM facts_vec"
-        ).one()
-        wanted = int(count) * (6 * int(width) + 256) // 2**20 + 64
-        memory = max(64, min(BUILD_MEMORY_MB, wanted))
-        conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
-        # Minutes for millions of vectors: past any request's statement timeout.
-        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
-        create_hnsw_index(conn)
+        build_hnsw_index(conn)
 
     def estimated_vectors(self, conn: Connection) -> int:
         # The planner's estimate (kept by ANALYZE and autovacuum): a count would read
@@ -650,13 +639,32 @@ def create_vector_table(conn: Connection, width: int) -> None:
     create_hnsw_index(conn)
 
 
-def create_hnsw_index(conn: Connection) -> None:
-    """facts_vec's HNSW index for cosine distance, as migration 0016 makes it: each
-    vector linked to HNSW_LINKS others (pgvector's default is 16), ef_construction 64."""
+def create_hnsw_index(conn: Connection, links: int = HNSW_LINKS) -> None:
+    """facts_vec's HNSW index for cosine distance, each vector linked to `links` others
+    (pgvector's default is 16; ours, since migration 0016, HNSW_LINKS), ef_construction
+    64."""
     conn.exec_driver_sql(
         f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON facts_vec "
-        f"USING hnsw (embedding halfvec_cosine_ops) WITH (m = {HNSW_LINKS})"
+        f"USING hnsw (embedding halfvec_cosine_ops) WITH (m = {int(links)})"
     )
+
+
+def build_hnsw_index(conn: Connection, links: int = HNSW_LINKS) -> None:
+    """create_hnsw_index over the vectors facts_vec holds (after a bulk load, or in a
+    migration that builds the graph again), with the memory and time such a build needs,
+    in the caller's transaction."""
+    # The graph is built in memory when it fits maintenance_work_mem, and spills to
+    # pages, many times slower, when it does not: give this build what the vectors need
+    # (about their size and half again), within bounds.
+    count, width = conn.exec_driver_sql(
+        "SELECT count(*), coalesce(max(vector_dims(embedding)), 0) FROM facts_vec"
+    ).one()
+    wanted = int(count) * (6 * int(width) + 256) // 2**20 + 64
+    memory = max(64, min(BUILD_MEMORY_MB, wanted))
+    conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{memory}MB'")
+    # Minutes for millions of vectors: past any request's statement timeout.
+    conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
+    create_hnsw_index(conn, links)
 
 
 class PostgresBackend:
