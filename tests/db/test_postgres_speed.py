@@ -223,6 +223,43 @@ def test_0016_builds_a_sparser_graph_and_the_model_switch_and_bulk_load_keep_it(
         postgres.drop_database(url)
 
 
+def fact_tag_indexes(conn) -> dict[str, str]:
+    rows = conn.exec_driver_sql(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'fact_tags'"
+    )
+    return {name: definition for name, definition in rows}
+
+
+def test_0017_the_tag_index_hands_out_fact_ids_without_the_table(
+    postgres: PostgresForTests,
+) -> None:
+    """Migration 0017 puts the fact id in the (key, value) index of fact tags, so that the
+    facts a rule's tag names are read from the index alone (no bitmap over the table,
+    which the walks' small work_mem made lossy); the downgrade goes back to 0016's."""
+    url = postgres.new_empty_database()
+    engine = make_engine(url)
+    ids_of_a_tag = "EXPLAIN SELECT fact_id FROM fact_tags WHERE key = 'secret' AND value = 'yes'"
+    try:
+        migrate.upgrade(engine, TEST_WIDTH, revision="0016")
+        with read_transaction(engine) as conn:
+            assert set(fact_tag_indexes(conn)) == {"pk_fact_tags", "ix_fact_tags_key_value"}
+        migrate.upgrade(engine, TEST_WIDTH)
+        with write_transaction(engine) as conn:
+            indexes = fact_tag_indexes(conn)
+            assert set(indexes) == {"pk_fact_tags", "ix_fact_tags_key_value_fact"}
+            assert indexes["ix_fact_tags_key_value_fact"].endswith("(key, value) INCLUDE (fact_id)")
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+            plan = "\n".join(row[0] for row in conn.exec_driver_sql(ids_of_a_tag))
+            assert "Index Only Scan using ix_fact_tags_key_value_fact" in plan, plan
+        migrate.downgrade(engine, "0016")
+        with read_transaction(engine) as conn:
+            assert set(fact_tag_indexes(conn)) == {"pk_fact_tags", "ix_fact_tags_key_value"}
+    finally:
+        engine.dispose()
+        postgres.drop_database(url)
+
+
 def test_prepared_statements_survive_read_transactions(rt: Runtime) -> None:
     """psycopg forgets what it prepared on a ROLLBACK: read transactions end with COMMIT,
     so a statement run often on a connection is prepared once and kept."""
