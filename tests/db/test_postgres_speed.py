@@ -370,9 +370,10 @@ def test_the_walk_widens_with_the_memory(rt: Runtime, actor, monkeypatch) -> Non
 
 
 def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkeypatch) -> None:
-    """PostgresKeywords.matches asks the rules of a rare word's holders and walks a common
-    word's newest first: the two ways give the same holders, hidden, deleted and
-    superseded facts among them."""
+    """PostgresKeywords.matches asks the rules of a rare word's holders, asks the index for
+    a common word's holders among the newest blocks of ids (walking on below them when
+    they hold too few), and walks a word it knows nothing of newest first: the three ways
+    give the same holders, hidden, deleted and superseded facts among them."""
     from app.db.dialects import postgresql
     from tests.services.test_search import grant
 
@@ -384,23 +385,35 @@ def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkey
         "p, reader, path:/open/*, read, allow",
         "p, reader, tag:team=x, read, allow",
         "p, reader, path:/open/shut/*, read, deny",
+        # A reader of all but two parts: its rules name the whole tree, so no scope
+        # tokens narrow its walks, and the three ways are its to take.
+        "p, wide, path:/*, read, allow",
+        "p, wide, path:/closed/*, read, deny",
+        "p, wide, path:/open/shut/*, read, deny",
     )
     writer = actor("writer")
     places = ["/open", "/open/shut", "/closed", "/open/deep"]
+
+    def batch(first: int) -> list[NewFact]:
+        return [
+            NewFact(
+                p,
+                f"harbor {'kelp ' if k % 4 == 0 else ''}note {k}",
+                tags={"team": "x"} if k % 5 == 0 else None,
+            )
+            for k in range(first, first + 30)
+            for p in places
+        ]
+
     with writer.tx() as (conn, ctx):
-        stored = fact_service.store_facts(
-            conn,
-            ctx,
-            [
-                NewFact(
-                    p,
-                    f"harbor {'kelp ' if k % 4 == 0 else ''}note {k}",
-                    tags={"team": "x"} if k % 5 == 0 else None,
-                )
-                for k in range(30)
-                for p in places
-            ],
+        stored = fact_service.store_facts(conn, ctx, batch(0))
+        # The second batch three blocks of ids further on: a walk by blocks of the newest
+        # finds some of a word's holders there and goes on below for the rest.
+        conn.exec_driver_sql(
+            "SELECT setval(pg_get_serial_sequence('facts', 'id'), %(at)s)",
+            {"at": 3 * postgresql.BLOCK_IDS + 500},
         )
+        fact_service.store_facts(conn, ctx, batch(30))
         fact_service.delete_fact(conn, ctx, stored[0].id)
         fact_service.store_facts(
             conn, ctx, [NewFact("/open", "harbor kelp note again", supersedes_id=stored[4].id)]
@@ -408,33 +421,45 @@ def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkey
 
     keywords = backend_of_rt(rt).keywords
 
-    def holders(few: int, common: frozenset[str] | None) -> dict[str, frozenset[int]]:
-        """The keyword half's matches with these stems taken as common (None: no
-        statistics, every word walked) and words of at most `few` holders read whole."""
+    def holders(
+        few: int, common: dict[str, float] | None, subject: str = "wide"
+    ) -> dict[str, frozenset[int]]:
+        """The keyword half's matches with these stems taken as common, each held by this
+        share of the facts (None: no statistics, every word walked), and words of at most
+        `few` holders read whole."""
         monkeypatch.setattr(postgresql, "FEW_HOLDERS", few)
         monkeypatch.setattr(keywords, "_common_stems", lambda _conn: (common, 0))
-        with Memory(rt).transaction("reader") as (conn, ctx):
+        with Memory(rt).transaction(subject) as (conn, ctx):
             query = search_service.Query("harbor kelp note", "keyword", 5)
             return dict(search_service.keyword_half(conn, ctx, query).matches)
 
     walked = holders(10_000, None)  # every word walked newest first
-    asked = holders(10_000, frozenset())  # every word's holders read whole
-    mixed = holders(40, frozenset({"harbor"}))  # kelp (31 holders) read; note (121) walked
-    assert walked == asked == mixed
+    asked = holders(10_000, {})  # every word's holders read whole
+    with executed(rt.engine, "to_tsvector('simple'::regconfig, 'b'") as by_blocks:
+        blocked = holders(10_000, {"harbor": 1.0, "kelp": 1.0, "note": 1.0})
+    assert by_blocks, "the common words were not read by blocks"
+    # kelp (61 holders) read whole; harbor by blocks; note, too rare for blocks, walked.
+    mixed = holders(80, {"harbor": 1.0, "note": 0.001})
+    assert walked == asked == blocked == mixed
     assert walked["harbor"] and walked["kelp"] and walked["note"]
+    # A reader whose scope tokens narrow the memory walks its own part, whatever is known.
+    narrow = holders(10_000, None, "reader")
+    assert narrow == holders(10_000, {"harbor": 1.0, "note": 1.0}, "reader")
+    assert narrow["harbor"] and narrow["harbor"] != walked["harbor"]
     # Capped at the window, newest first, whichever way.
     monkeypatch.setattr(search_service, "MATCH_WINDOW", 7)
-    assert holders(10_000, None) == holders(10_000, frozenset())
-    assert len(holders(10_000, None)["harbor"]) == 7
+    capped = holders(10_000, None)
+    assert capped == holders(10_000, {}) == holders(10_000, {"harbor": 1.0, "note": 1.0})
+    assert len(capped["harbor"]) == 7
 
     # The planner's statistics: after ANALYZE a word no fact holds is a rare one, and a
-    # stem every fact holds is not.
+    # stem every fact holds is not, and is read by blocks: one holds its 100.
     monkeypatch.undo()
     with write_transaction(rt.engine) as conn:
         conn.exec_driver_sql("ANALYZE facts")
     keywords._statistics.clear()
     with read_transaction(rt.engine) as conn:
-        assert keywords._maybe_rare(conn, ["harbor", "zyzzyvaqq"]) == ([1], 100)
+        assert keywords._kinds(conn, ["harbor", "zyzzyvaqq"], 100) == ([1], 100, {0: 1})
 
 
 def backend_of_rt(rt: Runtime):
@@ -480,6 +505,49 @@ def test_the_keyword_indexes_keep_a_short_pending_list(rt: Runtime, actor) -> No
     migrate.downgrade(rt.engine, "0011")
     with read_transaction(rt.engine) as conn:
         assert gin_options(conn) == {"facts_content_tsv_idx": None, "facts_scope_tsv_idx": None}
+
+
+def test_a_words_newest_blocks_are_asked_of_the_index_of_words(rt: Runtime, actor) -> None:
+    """Migration 0018 indexes each fact's block of ids beside its words: a walk by blocks
+    is a lookup of the word and the blocks in that one index (the statement writes the
+    block as the index does), not a walk of the primary key; the downgrade drops it."""
+    from app.db.dialects import postgresql
+
+    # Three blocks of facts; one in 30 holds the word.
+    facts_made = [
+        NewFact("/blocks", f"{'harbor' if k % 30 == 0 else 'field'} crane {k}")
+        for k in range(3 * postgresql.BLOCK_IDS)
+    ]
+    with actor().tx() as (conn, ctx):
+        for start in range(0, len(facts_made), 1000):
+            fact_service.store_facts(conn, ctx, facts_made[start : start + 1000])
+    with write_transaction(rt.engine) as conn:
+        conn.exec_driver_sql("ANALYZE facts")
+        top = conn.exec_driver_sql("SELECT max(id) FROM facts").scalar_one() // 1024
+    stmt = postgresql._newest_holders([], 1, postgresql._in_blocks)
+    compiled = stmt.compile(dialect=rt.engine.dialect)
+    blocks = f"b{top} | b{top - 1}"
+    params = {**compiled.params, "term0": "harbor", "blocks0": blocks, "limit": 100}
+    with read_transaction(rt.engine) as conn:
+        found = conn.execute(stmt, params).all()
+        newest = conn.exec_driver_sql(
+            "SELECT id FROM facts WHERE content LIKE 'harbor %%' AND id >= %(low)s "
+            "ORDER BY id DESC",
+            {"low": (top - 1) * 1024},
+        ).scalars()
+        assert [fid for _, fid, _ in found] == list(newest)
+    plan = plan_of(rt.engine, str(compiled), params)
+    conditions = [n.get("Index Cond", "") for n in plan_nodes(plan) if "Index Name" in n]
+    assert [n["Index Name"] for n in plan_nodes(plan) if "Index Name" in n] == [
+        "facts_words_scope_idx"
+    ]
+    assert "'b'::text" in conditions[0] and "content_tsv" in conditions[0], conditions
+    migrate.downgrade(rt.engine, "0017")
+    with read_transaction(rt.engine) as conn:
+        definition = conn.exec_driver_sql(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_words_scope_idx'"
+        ).scalar_one()
+    assert definition.endswith("(content_tsv, scope_tsv) WITH (gin_pending_list_limit='64')")
 
 
 def test_a_readers_word_walks_intersect_in_one_index(rt: Runtime, actor) -> None:

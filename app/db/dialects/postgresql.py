@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +151,23 @@ FEW_HOLDERS_PER = 1000
 # How long the planner's list of common stems is kept between reads (seconds).
 STATS_KEPT_S = 60.0
 _STATISTICS = text(
-    "SELECT (SELECT most_common_elems::text::text[] FROM pg_stats "
-    "WHERE schemaname = current_schema() AND tablename = 'facts' "
-    "AND attname = 'content_tsv'), "
-    "(SELECT reltuples FROM pg_class WHERE oid = 'facts'::regclass)"
+    "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs::float8[], "
+    "(SELECT reltuples FROM pg_class WHERE oid = 'facts'::regclass) "
+    "FROM (SELECT 1) AS one LEFT JOIN pg_stats AS s ON s.schemaname = current_schema() "
+    "AND s.tablename = 'facts' AND s.attname = 'content_tsv'"
+)
+# Facts fall into blocks of BLOCK_IDS consecutive ids, and the GIN index of their words
+# holds each fact's block as a word too (migration 0018: the expression below, which a
+# statement must write as the index does). A common word's newest holders are then asked
+# of the index among the newest blocks (PostgresKeywords._newest_in_blocks): the holders
+# of those blocks alone are read, where a walk of the primary key reads every fact of
+# them. The blocks asked are as many as should hold `limit` holders the reader sees if it
+# sees BLOCK_SHARE of them, at most MAX_BLOCKS (a rarer word is walked).
+BLOCK_IDS = 1024
+BLOCK_SHARE = 0.5
+MAX_BLOCKS = 32
+_BLOCK: Any = literal_column(
+    f"to_tsvector('simple'::regconfig, 'b' || (facts.id / {BLOCK_IDS})::text)"
 )
 # The most readers' scope counts kept at once (PostgresKeywords.scope_count).
 SCOPE_COUNTS_KEPT = 1024
@@ -173,10 +186,35 @@ def _memory_key(conn: Connection) -> str:
     return conn.engine.url.render_as_string()
 
 
+def _newest_holders(clauses: list[Any], terms: int, more: Callable[[int], list[Any]]) -> Any:
+    """Each of `terms` terms' newest :limit holders that pass `clauses` and the term's own
+    conditions `more(i)`: rows (the term's place, fact id, characters of content)."""
+    parts = []
+    for i in range(terms):
+        newest = (
+            select(facts.c.id, func.length(facts.c.content).label("n"))
+            .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))), *more(i), *clauses)
+            .order_by(facts.c.id.desc())
+            .limit(bindparam("limit"))
+            .subquery(f"t{i}")
+        )
+        parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
+    return union_all(*parts) if len(parts) > 1 else parts[0]
+
+
+def _in_blocks(i: int) -> list[Any]:
+    """In one of the blocks `:blocks<i>` names ("b97 | b96"), through the GIN index."""
+    return [_BLOCK.op("@@")(func.to_tsquery("simple", bindparam(f"blocks{i}")))]
+
+
+def _below(i: int) -> list[Any]:
+    return [facts.c.id < bindparam(f"below{i}")]
+
+
 class PostgresKeywords:
     def __init__(self) -> None:
         self._statements = Statements()
-        self._statistics: dict[str, tuple[float, frozenset[str] | None, int]] = {}
+        self._statistics: dict[str, tuple[float, dict[str, float] | None, int]] = {}
         # scope_count's counts: (database, tokens) -> (when, facts counted, the most
         # asked, the newest fact's id then).
         self._scope_counts: dict[tuple[str, tuple[str, ...]], tuple[float, int, int, int]] = {}
@@ -184,17 +222,7 @@ class PostgresKeywords:
     def matches_statement(self, clauses: list[Any], terms: int, scoped: bool = False) -> Any:
         if scoped:  # the reader's tokens (match_params)
             clauses = [_in_scope(bindparam("scope")), *clauses]
-        parts = []
-        for i in range(terms):
-            newest = (
-                select(facts.c.id, func.length(facts.c.content).label("n"))
-                .where(_TSV.op("@@")(_tsquery(bindparam(f"term{i}"))), *clauses)
-                .order_by(facts.c.id.desc())
-                .limit(bindparam("limit"))
-                .subquery(f"t{i}")
-            )
-            parts.append(select(literal(i).label("term"), newest.c.id, newest.c.n))
-        return union_all(*parts) if len(parts) > 1 else parts[0]
+        return _newest_holders(clauses, terms, lambda i: [])
 
     def match_params(
         self, terms: Sequence[str], limit: int, scope: Sequence[str] | None = None
@@ -237,10 +265,10 @@ class PostgresKeywords:
         conn.exec_driver_sql(_WALK_SETTINGS)
         # A reader the scope tokens narrow walks its own part already (the tokens in each
         # walk's WHERE): counting a word's holders would count everyone's.
-        maybe, few = self._maybe_rare(conn, terms) if scope is None else ([], 0)
+        maybe, few, blocks = self._kinds(conn, terms, limit) if scope is None else ([], 0, {})
         held = self._holders(conn, [terms[i] for i in maybe], few) if maybe else {}
         rare = {maybe[k]: ids for k, ids in held.items() if len(ids) <= few}
-        common = [i for i in range(len(terms)) if i not in rare]
+        common = [i for i in range(len(terms)) if i not in rare and i not in blocks]
         rows: list[Any] = []
         if any(rare.values()):
             among = statement("among", self._among_statement)
@@ -249,6 +277,8 @@ class PostgresKeywords:
             for i, ids in rare.items():
                 newest = sorted((f for f in ids if f in passed), reverse=True)[:limit]
                 rows += [(i, f, passed[f]) for f in newest]
+        if blocks:
+            rows += self._newest_in_blocks(conn, terms, blocks, limit, statement)
         if common:
             walked = walk_matches(self, conn, [terms[i] for i in common], limit, scope, statement)
             rows += [(common[t], f, n) for t, f, n in walked]
@@ -258,15 +288,20 @@ class PostgresKeywords:
         conn.exec_driver_sql("RESET work_mem; RESET plan_cache_mode")
         return rows
 
-    def _maybe_rare(self, conn: Connection, terms: Sequence[str]) -> tuple[list[int], int]:
-        """The terms one of whose stems the planner's statistics do not count among the
-        column's most common (a term without a stem matches nothing: rare too), and how
-        many holders a rare word may have in this memory. None when there are no
-        statistics yet: then every term is walked, as the planner would choose."""
+    def _kinds(
+        self, conn: Connection, terms: Sequence[str], limit: int
+    ) -> tuple[list[int], int, dict[int, int]]:
+        """Which way each term is read: the terms one of whose stems the planner's
+        statistics do not count among the column's most common (a term without a stem
+        matches nothing: rare too) and how many holders a rare word may have in this
+        memory; and the terms of one common stem frequent enough that MAX_BLOCKS blocks
+        should hold `limit` of their holders, with the blocks to ask (_newest_in_blocks).
+        Neither when there are no statistics yet: then every term is walked, as the
+        planner would choose."""
         common, facts_held = self._common_stems(conn)
         few = max(FEW_HOLDERS, facts_held // FEW_HOLDERS_PER)
         if common is None:
-            return [], few
+            return [], few, {}
         stems = conn.execute(_STEMS, {"terms": list(terms)}).tuples().all()
         by_term = {int(n) - 1: lexemes or [] for n, lexemes in stems}
         maybe = [
@@ -274,22 +309,69 @@ class PostgresKeywords:
             for i in range(len(terms))
             if not by_term.get(i) or any(lexeme not in common for lexeme in by_term[i])
         ]
-        return maybe, few
+        blocks = {}
+        for i, lexemes in by_term.items():
+            if len(lexemes) == 1 and lexemes[0] in common:
+                per_block = common[lexemes[0]] * BLOCK_IDS * BLOCK_SHARE
+                wanted = math.ceil(limit / per_block) if per_block > 0 else MAX_BLOCKS + 1
+                if wanted <= MAX_BLOCKS:
+                    blocks[i] = wanted
+        return maybe, few, blocks
 
-    def _common_stems(self, conn: Connection) -> tuple[frozenset[str] | None, int]:
-        """pg_stats' most common stems of facts.content_tsv and the planner's count of
-        facts (ANALYZE keeps both), read again after STATS_KEPT_S: only which way a
-        word is read depends on them."""
+    def _common_stems(self, conn: Connection) -> tuple[dict[str, float] | None, int]:
+        """pg_stats' most common stems of facts.content_tsv with the share of facts
+        holding each, and the planner's count of facts (ANALYZE keeps them), read again
+        after STATS_KEPT_S: only which way a word is read depends on them."""
         key = _memory_key(conn)
         kept = self._statistics.get(key)
         now = time.monotonic()
         if kept is not None and now - kept[0] < STATS_KEPT_S:
             return kept[1], kept[2]
-        stems, count = conn.execute(_STATISTICS).one()
-        common = frozenset(stems) if stems else None
+        stems, shares, count = conn.execute(_STATISTICS).one()
+        common = dict(zip(stems, shares or [], strict=False)) if stems else None
         facts_held = max(0, int(count or 0))
         self._statistics[key] = (now, common, facts_held)
         return common, facts_held
+
+    def _newest_in_blocks(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        blocks: dict[int, int],
+        limit: int,
+        statement: StatementOf,
+    ) -> list[Any]:
+        """The newest `limit` holders that pass the clauses of each term of `blocks`, read
+        through the index among the term's newest blocks (BLOCK_IDS): the same rows as
+        the walk of the primary key, since every holder newer than those found is in a
+        block asked. A term whose blocks hold fewer is walked on below them."""
+        asked = list(blocks)
+        newest = int(conn.execute(_NEWEST_FACT).scalar_one() or 0)
+        top = newest // BLOCK_IDS
+        # The newest block is being filled: it is asked beside the full ones.
+        lowest = {i: max(0, top - blocks[i]) for i in asked}
+        params: dict[str, Any] = {"limit": limit}
+        for k, i in enumerate(asked):
+            params[f"term{k}"] = terms[i]
+            params[f"blocks{k}"] = " | ".join(f"b{b}" for b in range(top, lowest[i] - 1, -1))
+        stmt = statement(
+            f"blocks-{len(asked)}", lambda c: _newest_holders(c, len(asked), _in_blocks)
+        )
+        found: dict[int, list[tuple[int, int]]] = {i: [] for i in asked}
+        for k, fid, n in conn.execute(stmt, params):
+            found[asked[k]].append((fid, n))
+        short = [i for i in asked if len(found[i]) < limit and lowest[i] > 0]
+        if short:
+            params = {"limit": limit}
+            for k, i in enumerate(short):
+                params[f"term{k}"] = terms[i]
+                params[f"below{k}"] = lowest[i] * BLOCK_IDS
+            stmt = statement(
+                f"below-{len(short)}", lambda c: _newest_holders(c, len(short), _below)
+            )
+            for k, fid, n in conn.execute(stmt, params):
+                found[short[k]].append((fid, n))
+        return [(i, fid, n) for i in asked for fid, n in found[i][:limit]]
 
     def _holders(self, conn: Connection, terms: Sequence[str], few: int) -> dict[int, list[int]]:
         """Each term's holders through the GIN index, at most `few` + 1 of them,
