@@ -435,9 +435,13 @@ def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkey
 
     walked = holders(10_000, None)  # every word walked newest first
     asked = holders(10_000, {})  # every word's holders read whole
-    with executed(rt.engine, "to_tsvector('simple'::regconfig, 'b'") as by_blocks:
+    with (
+        executed(rt.engine, "to_tsvector('simple'::regconfig, 'b'") as by_blocks,
+        executed(rt.engine, "below0") as below,
+    ):
         blocked = holders(10_000, {"harbor": 1.0, "kelp": 1.0, "note": 1.0})
     assert by_blocks, "the common words were not read by blocks"
+    assert below, "no word's walk went on below its blocks"
     # kelp (61 holders) read whole; harbor by blocks; note, too rare for blocks, walked.
     mixed = holders(80, {"harbor": 1.0, "note": 0.001})
     assert walked == asked == blocked == mixed
