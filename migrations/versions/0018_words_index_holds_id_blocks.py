@@ -10,8 +10,9 @@ its newest blocks (app.db.dialects.postgresql, BLOCK_IDS): only those holders ar
 The rows are the same, newest first; a word whose blocks hold too few is walked on below
 them.
 
-The index is built again (a minute at a million facts). SQLite is untouched: FTS5's
-doclists hand out a word's holders newest first already. The downgrade builds 0014's.
+The index is built again (0.8 s at 100k facts, 4.1 s at a million, on /dev/shm here).
+SQLite is untouched: FTS5's doclists hand out a word's holders newest first already.
+The downgrade builds 0014's.
 
 Revision ID: 0018
 Revises: 0017
