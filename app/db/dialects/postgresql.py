@@ -328,7 +328,15 @@ class PostgresKeywords:
         if kept is not None and now - kept[0] < STATS_KEPT_S:
             return kept[1], kept[2]
         stems, shares, count = conn.execute(_STATISTICS).one()
-        common = dict(zip(stems, shares or [], strict=False)) if stems else None
+        # pg_stats gives a share for each stem, then three of its own (least, most, and
+        # the share of facts with no words): those are not a stem's. A stem without a
+        # share still counts as common, and is never read by blocks.
+        known: list[float] = list(shares or [])
+        common = (
+            {stem: known[k] if k < len(known) else 0.0 for k, stem in enumerate(stems)}
+            if stems
+            else None
+        )
         facts_held = max(0, int(count or 0))
         self._statistics[key] = (now, common, facts_held)
         return common, facts_held
