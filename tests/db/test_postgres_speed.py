@@ -5,10 +5,11 @@ in them, and HNSW built after a bulk load."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from app.db import migrate
 from app.db.dialects import backend as backend_of
@@ -44,12 +45,23 @@ def half(vector: np.ndarray) -> bytes:
     return vector.astype("<f2").astype("<f4").tobytes()
 
 
-def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_back(
-    postgres: PostgresForTests,
-) -> None:
+@contextmanager
+def empty_database(postgres: PostgresForTests) -> Iterator[Engine]:
+    """An engine on a new database with nothing in it, dropped afterwards: where a
+    migration test upgrades and downgrades by revision."""
     url = postgres.new_empty_database()
     engine = make_engine(url)
     try:
+        yield engine
+    finally:
+        engine.dispose()
+        postgres.drop_database(url)
+
+
+def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_back(
+    postgres: PostgresForTests,
+) -> None:
+    with empty_database(postgres) as engine:
         migrate.upgrade(engine, TEST_WIDTH, revision="0008")
         vectors = [unit(k) for k in range(12)]
         with engine.begin() as conn:
@@ -105,9 +117,6 @@ def test_0009_leaves_one_copy_in_facts_vec_and_the_downgrade_writes_the_bytes_ba
                 None if k in (5, 7) else half(vectors[k]) for k in range(12)
             ]
         migrate.upgrade(engine, TEST_WIDTH)  # and up again
-    finally:
-        engine.dispose()
-        postgres.drop_database(url)
 
 
 def test_a_stored_vector_is_kept_once_and_read_back_at_half_precision(actor) -> None:
@@ -140,9 +149,7 @@ def column_and_graph(conn) -> tuple[str, str]:
 def test_0011_keeps_vectors_as_halves_and_the_downgrade_widens_them(
     postgres: PostgresForTests,
 ) -> None:
-    url = postgres.new_empty_database()
-    engine = make_engine(url)
-    try:
+    with empty_database(postgres) as engine:
         migrate.upgrade(engine, TEST_WIDTH, revision="0010")
         vectors = [unit(k) for k in range(6)]
         with engine.begin() as conn:
@@ -179,9 +186,6 @@ def test_0011_keeps_vectors_as_halves_and_the_downgrade_widens_them(
                 for f, sent in widened
             }
             assert [back[fid] for fid in ids] == [half(v) for v in vectors]
-    finally:
-        engine.dispose()
-        postgres.drop_database(url)
 
 
 def graph_links(conn) -> str | None:
@@ -198,9 +202,7 @@ def test_0016_builds_a_sparser_graph_and_the_model_switch_and_bulk_load_keep_it(
     """Migration 0016 builds the graph at m 8; a new facts_vec (another model's width)
     and a graph rebuilt after a bulk load are made the same way; the downgrade goes back
     to pgvector's default."""
-    url = postgres.new_empty_database()
-    engine = make_engine(url)
-    try:
+    with empty_database(postgres) as engine:
         migrate.upgrade(engine, TEST_WIDTH, revision="0015")
         with read_transaction(engine) as conn:
             assert graph_links(conn) is None
@@ -218,9 +220,6 @@ def test_0016_builds_a_sparser_graph_and_the_model_switch_and_bulk_load_keep_it(
         migrate.downgrade(engine, "0015")
         with read_transaction(engine) as conn:
             assert graph_links(conn) == "16"
-    finally:
-        engine.dispose()
-        postgres.drop_database(url)
 
 
 def fact_tag_indexes(conn) -> dict[str, str]:
@@ -236,10 +235,8 @@ def test_0017_the_tag_index_hands_out_fact_ids_without_the_table(
     """Migration 0017 puts the fact id in the (key, value) index of fact tags, so that the
     facts a rule's tag names are read from the index alone (no bitmap over the table,
     which the walks' small work_mem made lossy); the downgrade goes back to 0016's."""
-    url = postgres.new_empty_database()
-    engine = make_engine(url)
     ids_of_a_tag = "EXPLAIN SELECT fact_id FROM fact_tags WHERE key = 'secret' AND value = 'yes'"
-    try:
+    with empty_database(postgres) as engine:
         migrate.upgrade(engine, TEST_WIDTH, revision="0016")
         with read_transaction(engine) as conn:
             assert set(fact_tag_indexes(conn)) == {"pk_fact_tags", "ix_fact_tags_key_value"}
@@ -255,9 +252,6 @@ def test_0017_the_tag_index_hands_out_fact_ids_without_the_table(
         migrate.downgrade(engine, "0016")
         with read_transaction(engine) as conn:
             assert set(fact_tag_indexes(conn)) == {"pk_fact_tags", "ix_fact_tags_key_value"}
-    finally:
-        engine.dispose()
-        postgres.drop_database(url)
 
 
 def test_prepared_statements_survive_read_transactions(rt: Runtime) -> None:
