@@ -47,3 +47,16 @@ def test_of_cuts_that_tie_the_lowest_is_chosen_unless_asked_for_the_highest() ->
     tied = [f for f in fr.FLOORS if f > 1 / (1 + np.exp(1.0))]
     assert fr.best_cut(QUESTIONS, fr.FLOORS, page) == min(tied)
     assert fr.best_cut(QUESTIONS, fr.FLOORS, page, highest=True) == max(tied)
+
+
+def test_a_refit_reproduces_the_kept_file_to_within_the_tolerance() -> None:
+    """--check: numbers a rounding edge apart reproduce the file; a moved weight, a
+    feature more or less, or another model's name do not."""
+    kept = MODEL.to_json()
+    assert fr.differences(kept, kept) == []
+    assert fr.differences(kept, replace(MODEL, weights={"cosine": 1.000001}).to_json()) == []
+    moved = fr.differences(kept, replace(MODEL, weights={"cosine": 1.001}).to_json())
+    assert moved == ["features.cosine 1.0 -> 1.001"]
+    more = replace(MODEL, weights={"cosine": 1.0, "keyword": 0.0}).to_json()
+    assert fr.differences(kept, more) == ["features.keyword None -> 0.0"]
+    assert fr.differences(kept, replace(MODEL, embedding="other").to_json()) != []
