@@ -460,6 +460,67 @@ def test_a_word_held_by_few_or_by_many_is_found_alike(rt: Runtime, actor, monkey
         assert keywords._kinds(conn, ["harbor", "zyzzyvaqq"], 100) == ([1], 100, {0: 1})
 
 
+def test_the_ways_chosen_beforehand_are_planned_once(rt: Runtime, actor, monkeypatch) -> None:
+    """A common word's blocks and a rare word's holders' rules run on one plan for any
+    words once psycopg has prepared their statements (a generic plan); a walk, and the
+    count of a word's holders, are planned for their words every time. The session's
+    setting ends with the walks, and the holders are the same with plans made either way."""
+    from app.db.dialects import postgresql
+    from tests.services.test_search import grant
+
+    grant(rt, "p, wide, path:/*, read, allow", "p, wide, path:/closed/*, read, deny")
+    with actor().tx() as (conn, ctx):
+        stored = fact_service.store_facts(
+            conn,
+            ctx,
+            [
+                NewFact(p, f"harbor note {'kelp ' if k % 4 == 0 else ''}{k}")
+                for k in range(40)
+                for p in ("/open", "/closed")
+            ],
+        )
+    seen = {f.id for f in stored if f.path == "/open"}
+    keywords = backend_of_rt(rt).keywords
+    # harbor by blocks (every fact holds it), kelp (20 holders) read whole, note walked (a
+    # share of 1e-6 wants more blocks than there are).
+    monkeypatch.setattr(keywords, "_common_stems", lambda _conn: ({"harbor": 1.0, "note": 1e-6}, 0))
+    query = search_service.Query("harbor kelp note", "keyword", 5)
+    kinds = {
+        "blocks": "strpos(statement, 'regconfig, ''b''') > 0",
+        "rules of the ids": "strpos(statement, 'ANY ($1') > 0",
+        "walk": "strpos(statement, 'ORDER BY facts.id DESC') > 0 "
+        "AND strpos(statement, 'regconfig, ''b''') = 0",
+        "holders": "strpos(statement, 'AS term, h0.id') > 0",
+    }
+
+    def plans(conn) -> dict[str, tuple[int, int]]:
+        return {
+            kind: tuple(
+                conn.exec_driver_sql(
+                    "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements "
+                    f"WHERE {where}"
+                ).one()
+            )
+            for kind, where in kinds.items()
+        }
+
+    with actor("wide").tx() as (conn, ctx):  # one connection: where psycopg prepares
+        found = []
+        for _ in range(8):
+            found.append(dict(search_service.keyword_half(conn, ctx, query).matches))
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar_one() == "auto"
+        made = plans(conn)
+    assert made["blocks"][0] >= 3 and made["rules of the ids"][0] >= 3, made
+    assert made["walk"][0] == 0 and made["walk"][1] >= 3, made
+    assert made["holders"][0] == 0 and made["holders"][1] >= 3, made
+    kelp = {f.id for f in stored if f.path == "/open" and "kelp" in f.content}
+    assert all(f == {"harbor": seen, "kelp": kelp, "note": seen} for f in found)
+    # Planned for their words every time instead: the same holders.
+    monkeypatch.setattr(postgresql, "_GENERIC_PLAN", postgresql._CUSTOM_PLAN)
+    with Memory(rt).transaction("wide") as (conn, ctx):
+        assert dict(search_service.keyword_half(conn, ctx, query).matches) == found[0]
+
+
 def backend_of_rt(rt: Runtime):
     with read_transaction(rt.engine) as conn:
         return backend_of(conn)
