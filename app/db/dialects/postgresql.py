@@ -276,8 +276,9 @@ class PostgresKeywords:
         preparing a statement on its 5th run on a connection): planning the blocks'
         statement for its words was a quarter of its time (6.2 -> 4.6 ms p50 at 100k
         facts, 7.2 -> 4.9 at a million, the bench's rules and sentences). A walk planned
-        once read every holder of its words: faster at 100k, three to six times slower at
-        a million."""
+        once read every holder of its words: faster at 100k, six times slower at a million
+        (16 -> 103 ms p50 a statement), and the walk below a word's blocks 28 times slower
+        (2.7 -> 75 at 100k). bench.keyword_plans_bench prints each kind both ways."""
         conn.exec_driver_sql(_WALK_SETTINGS)
         # A reader the scope tokens narrow walks its own part already (the tokens in each
         # walk's WHERE): counting a word's holders would count everyone's.
