@@ -36,6 +36,7 @@ from app.services import search as search_service
 from app.usecases.memory import Memory
 from bench import machine, search_bench
 from bench.databases import Databases
+from bench.search_bench import pct
 
 SUBJECT = "agent"
 # Which kind a kept statement is, by what its text holds (the first kind whose marks it
@@ -107,11 +108,6 @@ def timed(rt: Any, kept: list[tuple[str, Any]], rounds: int) -> dict[str, dict[s
     return out
 
 
-def ms(values: list[float], at: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(at * (len(ordered) - 1)))] * 1000
-
-
 def print_table(size: int, questions: int, half: list[float], out: dict[str, Any]) -> None:
     print(
         f"\nkeyword statements of hybrid's keyword half: {size} facts, {questions} questions, "
@@ -124,13 +120,13 @@ def print_table(size: int, questions: int, half: list[float], out: dict[str, Any
             continue
         custom, generic = out[kind]["custom"], out[kind]["generic"]
         print(
-            f"| {kind} | {len(custom)} | {ms(custom, 0.5):.2f} / {ms(custom, 0.9):.2f} "
-            f"| {ms(generic, 0.5):.2f} / {ms(generic, 0.9):.2f} "
+            f"| {kind} | {len(custom)} | {pct(custom, 0.5):.2f} / {pct(custom, 0.9):.2f} "
+            f"| {pct(generic, 0.5):.2f} / {pct(generic, 0.9):.2f} "
             f"| {THE_CODES.get(kind, 'custom')} |"
         )
     print(
         f"\nthe keyword half as the code reads it: p50 {statistics.median(half) * 1000:.2f} ms, "
-        f"p90 {ms(half, 0.9):.2f} ms ({len(half)} questions)"
+        f"p90 {pct(half, 0.9):.2f} ms ({len(half)} questions)"
     )
 
 

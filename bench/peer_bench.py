@@ -81,7 +81,7 @@ from app.usecases import memory as memory_module
 from app.usecases.memory import Memory, NewFact, SearchRequest
 from bench import machine, search_bench, search_profile
 from bench.corpus import sentences
-from bench.search_bench import BATCH, MODEL, WIDTH
+from bench.search_bench import BATCH, MODEL, WIDTH, pct
 from bench.stages import Timers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -437,11 +437,6 @@ def run(args: argparse.Namespace, root: Path) -> tuple[dict[str, Verb], dict[str
         ours.close()
         peer.close()
         rt.close()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
 def p50(values: list[float]) -> float:

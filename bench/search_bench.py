@@ -86,10 +86,14 @@ SUBJECT = "agent"
 PROBE_URL = "EMBORNAL_BENCH_PROBE_URL"  # the database of --probe-restart, if not the file
 
 
-def ms(values: list[float]) -> tuple[float, float]:
+def pct(values: list[float], q: float) -> float:
+    """The q-th quantile of `values` (seconds), in ms: the nearest of the sorted values."""
     ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return statistics.median(ordered) * 1000, p95 * 1000
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
+
+
+def ms(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values) * 1000, pct(values, 0.95)
 
 
 def settings_for(home: Path, model: str = "none", url: str | None = None) -> Settings:
