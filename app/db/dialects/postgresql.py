@@ -206,6 +206,8 @@ def _newest_holders(clauses: list[Any], terms: int, more: Callable[[int], list[A
 
 
 def _plans(conn: Connection, generic: bool) -> None:
+    """This transaction's statements from here on: planned once for any parameters
+    (generic), or for each run's own."""
     conn.exec_driver_sql(f"SELECT {_GENERIC_PLAN if generic else _CUSTOM_PLAN}")
 
 
@@ -287,10 +289,11 @@ class PostgresKeywords:
         rare = {maybe[k]: ids for k, ids in held.items() if len(ids) <= few}
         common = [i for i in range(len(terms)) if i not in rare and i not in blocks]
         rows: list[Any] = []
-        chosen = bool(blocks) or any(rare.values())
+        reads_rare = any(rare.values())
+        chosen = bool(blocks) or reads_rare
         if chosen:
             _plans(conn, generic=True)
-        if any(rare.values()):
+        if reads_rare:
             among = statement("among", self._among_statement)
             asked = {"ids": sorted({f for ids in rare.values() for f in ids})}
             passed = dict(conn.execute(among, asked).tuples().all())
@@ -728,7 +731,7 @@ def _part_scored(
         select(nearest_first.c.id, nearest_first.c.distance).where(kept.is_not(None)).limit(fetch)
     )
     scope = _scope_query(tokens)
-    conn.exec_driver_sql(f"SELECT {_CUSTOM_PLAN}")
+    _plans(conn, generic=False)
     rows = conn.execute(stmt, {"scope": scope, "head": PART_HEAD * fetch}).all()
     if len(rows) < fetch:
         rows = conn.execute(stmt, {"scope": scope, "head": None}).all()
