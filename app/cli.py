@@ -242,7 +242,10 @@ def serve_command(
         warn_without_model(mem)
         verifier = TokenVerifier(config)
         uvicorn.run(
-            create_app(config, runtime=rt, verifier=verifier),
+            # The app closes the runtime at shutdown: on SIGTERM uvicorn raises the
+            # signal again once the app has stopped, and the process ends before this
+            # `with` could close it, leaving memory.db's WAL beside it (docs/operations.md).
+            create_app(config, runtime=rt, close_runtime=True, verifier=verifier),
             host=bind_host,
             port=bind_port,
             log_level=config.server.log_level,

@@ -3,8 +3,9 @@
 The lifespan opens the memory once (engine, schema at head, rules, model) and
 builds the token verifier (creating the local signing key on first start). A
 caller that already holds a Runtime, such as tests or `embornal serve`, passes
-it in and keeps ownership of it. Building the app touches no file, so the
-OpenAPI document can be made without a database.
+it in and keeps ownership of it, unless it hands it over (`close_runtime`): the
+app then closes it at shutdown, the WAL folded into the memory file. Building
+the app touches no file, so the OpenAPI document can be made without a database.
 """
 
 from __future__ import annotations
@@ -49,14 +50,16 @@ def create_app(
     settings: Settings,
     *,
     runtime: Runtime | None = None,
+    close_runtime: bool = False,
     clock: Callable[[], float] | None = None,
     verifier: TokenVerifier | None = None,
 ) -> FastAPI:
-    """Make the app; `runtime`, `clock` and `verifier` are for callers that already hold them."""
+    """Make the app; `runtime`, `clock` and `verifier` are for callers that already hold
+    them. With `close_runtime`, the app closes the runtime it is given when it shuts down."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = runtime is None
+        owned = runtime is None or close_runtime
         rt = runtime or open_runtime(settings, load_model=True)
         worker = upkeep = None
         try:
@@ -81,6 +84,7 @@ def create_app(
                 worker.stop()
             if upkeep is not None:
                 upkeep.stop()
+            # Last, once no worker holds a connection: every one is then closed.
             if owned:
                 rt.close()
 

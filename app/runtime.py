@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
-from app.db.engine import make_engine, read_transaction, write_transaction
+from app.db.engine import close_engine, make_engine, read_transaction, write_transaction
 from app.embeddings import loader
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import CATALOG, OFFLINE_MODEL
@@ -257,7 +257,7 @@ class Runtime:
             if self._side is not None:
                 self._side.shutdown(wait=True)
                 self._side = None
-        self.engine.dispose()
+        close_engine(self.engine)
 
 
 def _only_model_of_width(width: int) -> str | None:

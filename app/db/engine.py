@@ -162,6 +162,34 @@ def connect_file(path: Path | str) -> Any:
     return conn
 
 
+def close_engine(engine: Engine) -> None:
+    """Close the engine's pooled connections; on SQLite, fold the WAL into the file first.
+
+    The last connection to close folds the WAL into memory.db and removes -wal and -shm.
+    While another process still has the file open (a command, a second server) they stay,
+    the WAL holding pages memory.db lacks: a backup copied over memory.db then had that
+    stale WAL replayed onto it (integrity_check: malformed). A TRUNCATE checkpoint moves
+    every commit into memory.db and empties the WAL whoever else has the file open; it
+    waits (within the busy timeout) for readers of older snapshots, and writers wait
+    for it meanwhile.
+    """
+    if engine.dialect.name == "sqlite":
+        try:
+            # The driver's own connection: the engine's `begin` event would open a
+            # transaction around the pragma.
+            dbapi_conn = engine.raw_connection()
+            try:
+                busy = dbapi_conn.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                dbapi_conn.close()
+            if busy:
+                log.warning("the WAL was not emptied: another connection was still reading")
+        except Exception as exc:
+            # Closing goes on: the WAL is replayed at the next open, as after a crash.
+            log.warning("the WAL could not be folded into the memory file: %s", exc)
+    engine.dispose()
+
+
 def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> Engine:
     """PostgreSQL: MVCC, so no writer queue and no BEGIN of our own.
 

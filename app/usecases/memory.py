@@ -36,7 +36,7 @@ from app.auth.subjects import validate_subject
 from app.db import migrate
 from app.db.backup import BackupReport, backup_database
 from app.db.dialects import backend
-from app.db.engine import read_transaction, write_transaction
+from app.db.engine import close_engine, read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
@@ -1292,7 +1292,7 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
     try:
         return backup_database(engine, target, force=force)
     finally:
-        engine.dispose()
+        close_engine(engine)
 
 
 def moment_of(as_of: str | None) -> datetime | None:

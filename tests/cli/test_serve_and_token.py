@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,36 @@ def test_serve_runs_the_app_with_settings_and_options(
     assert seen["status"] == 200
     # Headers and body are read under deadlines (tests/api/test_slow_clients.py).
     assert issubclass(seen["http"], asyncio.Protocol) and seen["http"].__name__ == "TimedProtocol"
+
+
+def test_serve_closes_the_memory_when_the_app_stops(
+    cli_env: Settings, monkeypatch: pytest.MonkeyPatch, auth
+) -> None:
+    """On SIGTERM uvicorn raises the signal again once the app has shut down, and the
+    process ends there: the command's own close never ran, and memory.db-wal stayed
+    beside memory.db, ready to be replayed over a backup put back in its place."""
+    companions = [Path(f"{cli_env.database_path}{suffix}") for suffix in ("-wal", "-shm")]
+    left: list[list[Path]] = []
+
+    def fake_run(app: FastAPI, **_options: Any) -> None:
+        with TestClient(app) as served:
+            for i in range(20):
+                stored = served.post(
+                    "/v1/facts",
+                    json={"path": "/x", "content": f"fact {i}"},
+                    headers=auth("default"),
+                )
+                assert stored.status_code == 201, stored.text
+            assert all(path.exists() for path in companions)
+        left.append([path for path in companions if path.exists()])  # where SIGTERM ends it
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    result = CliRunner().invoke(cli.app, ["serve", "--port", str(port)])
+    assert result.exit_code == 0, result.output
+    assert left == [[]]
 
 
 def test_token_issue_refuses_a_role_name(settings: Settings) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -11,9 +12,11 @@ import pytest
 from app.db.backup import backup_database, check_copy
 from app.db.engine import connect_file
 from app.errors import Conflict, InvalidInput
-from app.runtime import Runtime
+from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
 from app.services.facts import NewFact
+from app.settings import Settings
+from app.usecases.memory import Memory
 from tests.services.test_transfer import vector
 
 
@@ -85,3 +88,31 @@ def test_backup_refuses_to_overwrite_unless_forced(rt: Runtime, tmp_path: Path) 
     assert report.facts == 7 and target.stat().st_size > 0
     with pytest.raises(InvalidInput, match="live memory"):
         backup_database(rt.engine, rt.settings.database_path, force=True)
+
+
+def test_a_closed_memory_is_whole_in_memory_db_alone(settings: Settings, tmp_path: Path) -> None:
+    """A backup put back as memory.db had a stale memory.db-wal replayed over it (a
+    malformed memory). Closing folds the WAL in and empties it even while another
+    process keeps the file open (SQLite then keeps -wal): memory.db alone holds it all."""
+    path = settings.database_path
+    wal = Path(f"{path}-wal")
+    rt = open_runtime(settings)
+    other = connect_file(path)  # a command or second server with the memory open
+    try:
+        before = other.execute("SELECT count(*) FROM facts").fetchone()[0]
+        memory = Memory(rt)
+        for i in range(20):
+            memory.store("default", NewFact(f"/closed/{i}", f"fact number {i} of twenty"))
+        assert wal.stat().st_size > 0
+        rt.close()
+        assert wal.stat().st_size == 0
+        alone = tmp_path / "alone.db"
+        shutil.copy(path, alone)  # without its -wal and -shm
+    finally:
+        other.close()
+    copy = connect_file(alone)
+    try:
+        check_copy(copy)
+        assert copy.execute("SELECT count(*) FROM facts").fetchone()[0] == before + 20
+    finally:
+        copy.close()

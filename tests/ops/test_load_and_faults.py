@@ -6,7 +6,9 @@
   SQLite's and FTS5's checks, facts_vec matches the embedded facts, every
   acknowledged batch is whole and every other batch whole or absent;
 - `embornal memory backup` while the server takes writes: the copy is sound,
-  holds every fact acknowledged before the backup started, and serves again.
+  holds every fact acknowledged before the backup started, and serves again;
+- a backup put back as memory.db once the server stopped (docs/operations.md):
+  the server left no WAL to be replayed over it.
 
 Each test prints a one-line summary of its figures (see them with `pytest -s`).
 Assertions are on correctness only, never on speed.
@@ -345,4 +347,27 @@ def test_backup_under_write_load(start_server: StartServer) -> None:
         assert list_all(client, under="/backup") == {i: state.facts[i] for i in copied}
         response = client.post("/v1/facts", json={"path": "/backup", "content": "restored"})
         assert response.status_code == 201, response.text
+    assert_clean_log(server)
+
+
+def test_a_backup_put_back_after_a_clean_stop_is_the_memory(start_server: StartServer) -> None:
+    """The restore of docs/operations.md, in place. A server stopped by SIGTERM left
+    memory.db-wal holding its last pages, and SQLite replayed it over the copy put back
+    as memory.db (integrity_check: malformed); it now folds the WAL in at shutdown."""
+    server = start_server("none")
+    target = server.home.parent / "backup.db"
+    run_cli(server.home, "none", "memory", "backup", str(target))
+    with server.client() as client:
+        for i in range(60):
+            response = client.post("/v1/facts", json={"path": "/later", "content": f"later {i}"})
+            assert response.status_code == 201, response.text
+    server.stop()
+    assert sorted(p.name for p in server.home.glob("memory.db*")) == ["memory.db"]
+    stopped = inspect_database(server.db_path)  # memory.db alone holds every write
+    assert sum(c.startswith("later ") for c in stopped.facts.values()) == 60
+
+    shutil.copy(target, server.db_path)
+    state = inspect_database(server.db_path)
+    state.assert_consistent()
+    assert not [c for c in state.facts.values() if c.startswith("later ")]
     assert_clean_log(server)
