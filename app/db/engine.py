@@ -39,6 +39,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.db import faults
 from app.dirs import DATABASE_COMPANIONS, make_private_dir
+from app.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,8 @@ def _postgres_engine(url: URL, *, pool_size: int, statement_timeout_ms: int) -> 
 
 
 DATABASE_FILE_MODE = 0o600
+# The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html).
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _private_files(path: Path) -> None:
@@ -252,17 +255,44 @@ def _private_files(path: Path) -> None:
         return  # new: 0600 already, and no companions yet
     except FileExistsError:
         pass
+    _refuse_unless_database(path)
     tightened = []
     for file in (path, *(Path(f"{path}{suffix}") for suffix in DATABASE_COMPANIONS)):
         try:
-            mode = stat.S_IMODE(file.stat().st_mode)
-            if mode & 0o077:
+            st = file.stat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISREG(st.st_mode) and mode & 0o077:
                 file.chmod(mode & ~0o077)
                 tightened.append(f"{file.name} (was {mode:04o})")
         except FileNotFoundError:
             continue  # no -wal or -shm: the last connection removed them
     if tightened:
         log.warning("made %s readable by its owner only: %s", path.parent, ", ".join(tightened))
+
+
+def _refuse_unless_database(path: Path) -> None:
+    """Stop (ConfigError) when `path` names something that is not a memory file, before
+    its mode is touched: database.path set to /tmp made /tmp 0700, and set to a text file
+    made it 0600, then failed inside SQLite with a traceback. An empty file is a new
+    database (SQLite writes its header with the first table)."""
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            problem = "is a directory, not a memory file"
+        elif not stat.S_ISREG(st.st_mode):
+            problem = "is not a regular file"
+        elif st.st_size == 0:
+            return
+        else:
+            with path.open("rb") as fh:
+                if fh.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+                    return
+            problem = "is not a SQLite database"
+    except FileNotFoundError:
+        return  # a dangling link: SQLite makes the file it names
+    except OSError as exc:
+        problem = f"cannot be read: {exc.strerror}"
+    raise ConfigError(f"database.path: {path} {problem}")
 
 
 @contextmanager

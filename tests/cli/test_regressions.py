@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from app.db.tables import facts, meta
 from app.embeddings import loader
 from app.embeddings.fake import FakeEmbedder
 from app.embeddings.loader import LoadedModel
-from app.errors import EmbornalError
+from app.errors import ConfigError, EmbornalError
 from app.settings import Settings
 from tests.cli.conftest import Invoke
 from tests.conftest import TEST_WIDTH, TINY
@@ -152,6 +153,20 @@ def test_serve_on_a_busy_port_says_so_in_one_line(cli_env: Settings, invoke: Inv
         f"port {port} on 127.0.0.1 is in use (another server?); "
         "choose another with --port or server.port"
     )
+
+
+def test_a_database_path_naming_a_text_file_is_refused_in_one_line(
+    cli_env: Settings, invoke: Invoke, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It was made 0600, then SQLAlchemy's traceback said "file is not a database"."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("milk, eggs, bread\n")
+    notes.chmod(0o644)
+    monkeypatch.setenv("EMBORNAL_DATABASE__PATH", str(notes))
+    result = invoke("memory", "list")
+    assert isinstance(result.exception, ConfigError)  # main(): one line, exit 1
+    assert result.exception.detail == f"database.path: {notes} is not a SQLite database"
+    assert stat.S_IMODE(notes.stat().st_mode) == 0o644
 
 
 def test_version(invoke: Invoke) -> None:

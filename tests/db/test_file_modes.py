@@ -13,6 +13,7 @@ import pytest
 
 from app.auth.tokens import TokenVerifier
 from app.dirs import Dirs
+from app.errors import ConfigError
 from app.runtime import open_runtime
 from app.settings import Settings
 from app.usecases.memory import Memory
@@ -99,3 +100,26 @@ def test_a_database_path_in_an_existing_directory_leaves_the_directory(tmp_path:
     open_runtime(settings).close()
     assert mode(shared) == 0o755
     assert mode(shared / "memory.db") == 0o600
+
+
+def test_a_database_path_that_names_no_database_is_refused_untouched(tmp_path: Path) -> None:
+    """database.path set to /tmp made /tmp 0700; set to a text file, made it 0600 and
+    then failed inside SQLite with a traceback. Each is refused in one line, unchanged."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a memory, but long enough for a header")
+    notes.chmod(0o644)
+    for path, problem in ((shared, "is a directory"), (notes, "is not a SQLite database")):
+        settings = Settings(
+            dirs=settings_in(tmp_path).dirs,
+            embedding={"model": "none", "width": TEST_WIDTH},
+            database={"path": path},
+        )
+        with pytest.raises(ConfigError) as refused:
+            open_runtime(settings)
+        assert refused.value.detail.startswith(f"database.path: {path} {problem}")
+    assert mode(shared) == 0o1777 and list(shared.iterdir()) == []
+    assert mode(notes) == 0o644 and notes.read_text().startswith("not a memory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "shared"]
