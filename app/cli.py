@@ -306,27 +306,26 @@ def mcp_command(
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Refuse a busy port in one line, before the model loads (uvicorn would log a
-    traceback-like error after seconds of start-up). Bound the way uvicorn binds."""
+    """Refuse a busy port, or a host that does not resolve to an address of this machine,
+    in one line before the model loads (uvicorn would log errors after seconds of start-up
+    and exit 3). Resolved and bound the way uvicorn binds."""
     import errno
     import socket
 
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError:
-        return  # uvicorn says what is wrong with the host
-    family, kind, proto, _name, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise EmbornalError(
-                    f"port {port} on {host} is in use (another server?); "
-                    "choose another with --port or server.port"
-                ) from None
-            raise EmbornalError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise EmbornalError(
+                f"port {port} on {host} is in use (another server?); "
+                "choose another with --port or server.port"
+            ) from None
+        raise EmbornalError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
 def embornal_command() -> str:

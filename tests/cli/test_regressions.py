@@ -155,6 +155,21 @@ def test_serve_on_a_busy_port_says_so_in_one_line(cli_env: Settings, invoke: Inv
     )
 
 
+def test_serve_on_a_host_that_does_not_resolve_says_so_in_one_line(
+    cli_env: Settings, invoke: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn logged its own lines and exited 3; the resolver is stubbed, so that no
+    test waits on a DNS server."""
+
+    def unknown(host: str, *_args: object, **_kwargs: object) -> list[object]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    result = invoke("serve", "--host", "999.1.1.1", "--port", "8534")
+    assert isinstance(result.exception, EmbornalError)  # main(): one line, exit 1
+    assert result.exception.detail == "cannot listen on 999.1.1.1:8534: Name or service not known"
+
+
 def test_a_database_path_naming_a_text_file_is_refused_in_one_line(
     cli_env: Settings, invoke: Invoke, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
