@@ -312,6 +312,11 @@ def load_settings(
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: the config file is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                f"at offset {exc.start}); save it as UTF-8"
+            ) from None
         except yaml.YAMLError as exc:
             raise ConfigError(_yaml_problem(path, exc)) from None
         if loaded is not None and not isinstance(loaded, dict):

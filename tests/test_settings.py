@@ -63,6 +63,17 @@ def test_broken_yaml_is_one_line_naming_the_file_and_the_line(tmp_path: Path) ->
     assert message.startswith(f"{config}:4: the config file is not valid YAML: ")
 
 
+def test_a_config_file_not_in_utf8_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """A UTF-16 file (its byte order mark here) gave a UnicodeDecodeError traceback."""
+    config = tmp_path / "config.yaml"
+    config.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(dirs(tmp_path), env={})
+    assert caught.value.detail == (
+        f"{config}: the config file is not UTF-8 text (byte 0xff at offset 0); save it as UTF-8"
+    )
+
+
 def test_database_url_picks_postgres_and_the_password_comes_from_a_file(tmp_path: Path) -> None:
     secret = tmp_path / "db-password"
     secret.write_text("s3cret-pass\n")
