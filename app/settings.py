@@ -329,6 +329,9 @@ def load_settings(
 
     overrides, origin = _env_overrides(env)
     for section, values in overrides.items():
+        if section not in data:
+            # A section no file names came from variables alone: an unknown one is theirs.
+            origin[section] = origin[f"{section}.{next(iter(values))}"]
         target = data.setdefault(section, {})
         if isinstance(target, dict):
             target.update(values)

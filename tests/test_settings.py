@@ -47,6 +47,19 @@ def test_bad_value_names_key_and_variable(tmp_path: Path) -> None:
     assert "EMBORNAL_SERVER__PORT" in caught.value.detail
 
 
+def test_an_unknown_section_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    """It named config.yaml, which may not even exist."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings(dirs(tmp_path), env={"EMBORNAL_FOO__BAR": "1"})
+    assert caught.value.detail == "EMBORNAL_FOO__BAR: unknown key 'foo'"
+    # Named in the file too: the file is blamed, as before.
+    config = tmp_path / "config.yaml"
+    config.write_text("foo:\n  baz: 2\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(dirs(tmp_path), env={"EMBORNAL_FOO__BAR": "1"})
+    assert caught.value.detail == f"{config}: unknown key 'foo'"
+
+
 def test_mixed_algorithm_families_are_refused(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text("auth:\n  algorithms: [HS256, RS256]\n")
     with pytest.raises(ConfigError, match=r"auth\.algorithms"):
