@@ -878,8 +878,9 @@ def memory_import(
     written. Into a fresh memory (only what its migration wrote) the facts are
     restored as they are: same ids. Into any other memory they are merged: new ids
     (supersede chains follow), a fact already present (same path, content, owner and
-    created_at) is skipped, so a second import changes nothing. Facts keep their
-    owners, times and recall state.
+    created_at; for the /memory facts every memory writes at its creation, same path,
+    content and owner) is skipped, so a second import changes nothing. Facts keep
+    their owners, times and recall state.
 
     The file's policy lines and path tags decide who reads what: they are applied only
     with --with-policies (a restore then takes the file's policies; a merge adds the

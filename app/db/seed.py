@@ -11,8 +11,9 @@ from app.rules import LOCAL_SUBJECT
 
 # The /memory facts are the local subject's.
 SEED_OWNER = LOCAL_SUBJECT
-# The nodes a new memory has: the root and /memory.
-SEED_PATHS = frozenset({"/", "/memory"})
+# Where the migration writes them. The nodes a new memory has: the root and /memory.
+SEED_PATH = "/memory"
+SEED_PATHS = frozenset({"/", SEED_PATH})
 
 # What an agent learns by reading /memory (seed: "The migration writes /memory").
 MEMORY_FACTS = [
@@ -35,6 +36,22 @@ MEMORY_FACTS = [
     "'p, alice, tag:owner=alice, read, allow'. A deny beats every allow; no policy means no "
     "access. Facts tagged visibility=public are readable by every authenticated subject.",
 ]
+
+
+def is_seed_fact(fact_id: int, path: str, content: str, owner: str) -> bool:
+    """Whether a fact is one the migration wrote, told by the id it gives each text.
+
+    Every memory writes them at its own creation, so two memories' copies differ in
+    created_at; ids are never reused, and a restore keeps them, so the id tells them
+    from the same text stored by hand.
+    """
+    return (
+        1 <= fact_id <= len(MEMORY_FACTS)
+        and MEMORY_FACTS[fact_id - 1] == content
+        and path == SEED_PATH
+        and owner == SEED_OWNER
+    )
+
 
 DEFAULT_POLICIES = [
     ("p", "default", "path:/*", "read", "allow"),

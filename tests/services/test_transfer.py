@@ -224,6 +224,37 @@ def test_merge_into_a_used_memory_gives_new_ids_and_remaps_chains(
         }
 
 
+def test_a_merge_keeps_one_copy_of_the_memory_facts_of_memories_made_apart(
+    rich: Runtime, other: Runtime
+) -> None:
+    """Each memory's migration writes the /memory facts at that memory's creation: the
+    file's copies are already present although their created_at differs."""
+    with Memory(other).transaction(write=True) as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
+    records = [json.loads(line) for line in export_lines(rich)]
+    for record in records:
+        if record.get("path") == "/memory":  # as if made a day before this memory
+            record["created_at"] -= DAY
+    seed = [r for r in records if r["type"] == "fact" and r["path"] == "/memory"]
+    assert len(seed) == 7
+    # The same text stored by hand (a later id) is the user's fact: the old rule holds.
+    by_hand = seed[0] | {"id": 1000, "created_at": seed[0]["created_at"] + 60}
+    compact = [json.dumps(r, separators=(",", ":")) for r in records]
+    lines = with_extra_fact(compact, by_hand)
+
+    report = import_lines(other, lines)
+    assert report.mode == "merge" and report.facts_skipped == 7
+    with Memory(other).transaction() as (conn, _ctx):
+        held = conn.execute(
+            select(facts.c.id, facts.c.content)
+            .where(facts.c.path_id == path_service.find_path_id(conn, "/memory"))
+            .order_by(facts.c.id)
+        ).all()
+    assert [row.id for row in held[:7]] == list(range(1, 8))
+    assert [row.content for row in held] == [r["content"] for r in seed] + [seed[0]["content"]]
+    assert import_lines(other, lines).facts_added == 0  # and a second time, nothing
+
+
 def with_extra_fact(lines: list[str], record: dict) -> list[str]:
     """The file with one more fact line after its last one (and the end line's count)."""
     last = max(i for i, line in enumerate(lines) if '"type":"fact"' in line)

@@ -9,7 +9,9 @@ owner, times and recall state.
 - merge: into any other memory, facts are appended with new ids (supersede chains
   follow the new ids); a fact whose (path, content, owner, created_at) the memory
   already holds is skipped as already imported, so importing a file twice changes
-  nothing the second time.
+  nothing the second time. The /memory facts are the exception: each memory's
+  migration wrote its own at its own creation time, so one of the file's is already
+  present when the memory holds its own with the same path, content and owner.
 
 A file's policy lines and path tags decide who reads what: one line can make a
 subtree public or a stranger an admin. They are applied only when the importer asks
@@ -37,7 +39,7 @@ from app.acl.model import ADMIN, EVERYONE
 from app.acl.scope import fact_scope
 from app.db import migrate
 from app.db.dialects import backend
-from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS
+from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS, is_seed_fact
 from app.db.tables import (
     casbin_rule,
     fact_tags,
@@ -333,6 +335,10 @@ class _HeldFacts:
     42 s for a re-import of 20k facts, against about one second this way. Loaded
     before anything is inserted, so two equal lines of one file (a batch may store
     the same text twice at one instant) stay two facts.
+
+    The migration's /memory facts are held by text: two memories' copies never share
+    a created_at (each was written when its memory was made), and without this every
+    merge would add the file's copies beside the memory's own.
     """
 
     def __init__(self, conn: Connection) -> None:
@@ -345,9 +351,22 @@ class _HeldFacts:
             .order_by(facts.c.id)
         ):
             self.by_key.setdefault((path, owner, created_at), []).append(fact_id)
+        self.seed_facts: dict[str, int] = {}
+        for fact_id, path, content, owner in conn.execute(
+            select(facts.c.id, paths.c.path, facts.c.content, facts.c.owner)
+            .join(paths, paths.c.id == facts.c.path_id)
+            .where(facts.c.id <= len(MEMORY_FACTS))
+        ):
+            if is_seed_fact(fact_id, path, content, owner):
+                self.seed_facts[content] = fact_id
 
     def claim(self, record: FactRecord) -> int | None:
         """The id of an unclaimed held fact equal to `record`, now claimed; or None."""
+        if is_seed_fact(record.id, record.path, record.content, record.owner):
+            own = self.seed_facts.get(record.content)
+            if own is not None and own not in self.claimed:
+                self.claimed.add(own)
+                return own
         for fact_id in self.by_key.get((record.path, record.owner, record.created_at), ()):
             if fact_id in self.claimed:
                 continue
