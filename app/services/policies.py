@@ -9,6 +9,7 @@ the last line that gives anyone the admin role.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Row, and_, delete, insert, or_, select
@@ -17,6 +18,7 @@ from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.db.tables import casbin_rule, facts
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.services import tokens as token_service
 from app.services.context import Context
 
 _COLUMNS = [casbin_rule.c.v0, casbin_rule.c.v1, casbin_rule.c.v2, casbin_rule.c.v3]
@@ -64,8 +66,9 @@ def refuse_role_name(conn: Connection, subject: str) -> None:
         )
 
 
-def subject_use(conn: Connection, name: str) -> str | None:
-    """Why `name` counts as a subject (a line or a fact naming it as one), or None.
+def subject_use(conn: Connection, name: str, *, now: float) -> str | None:
+    """Why `name` counts as a subject (a line, a fact or a live token naming it as
+    one), or None. `now` is the wall clock's time, which tokens expire on.
 
     Only meaningful for a name that is not a role: a role is also the first field
     of p lines (its rights) and of g lines (a role hierarchy).
@@ -74,6 +77,9 @@ def subject_use(conn: Connection, name: str) -> str | None:
         return "the command line acts as it"
     if conn.execute(select(facts.c.id).where(facts.c.owner == name).limit(1)).first():
         return "it owns facts"
+    # Made a role, its tokens would be refused (401) with nothing to say why.
+    if token_service.holds_live_token(conn, name, now=now):
+        return "it holds a token this memory issued that is neither revoked nor expired"
     named = _first_line_naming(conn, name)
     if named is None:
         return None
@@ -98,13 +104,14 @@ def is_named_by_a_policy(conn: Connection, name: str) -> bool:
     return _first_line_naming(conn, name) is not None
 
 
-def check_role_collision(conn: Connection, line: PolicyLine) -> None:
+def check_role_collision(conn: Connection, line: PolicyLine, *, now: float) -> None:
     """Refuse a `g, MEMBER, ROLE` line that would make a subject's name a role.
 
     The rule: ROLE must already be a role (the second field of a g line, or
     `everyone`/`admin`), or else not be in use as a subject. A name that is not
     a role is in use as a subject when it is `default` (the command line's
-    subject), owns a fact, is the first field of a p line, or is the first field
+    subject), owns a fact, holds a token this memory issued that is neither revoked
+    nor expired at `now`, is the first field of a p line, or is the first field
     of a g line. Otherwise the subject would be locked out (its tokens are refused,
     see app.acl.enforcer) and its rights, its own facts included, would pass to
     every member of the new role. MEMBER may be anything: a role there makes a
@@ -119,7 +126,7 @@ def check_role_collision(conn: Connection, line: PolicyLine) -> None:
     role = line.values[1]
     if role in role_names(conn):
         return
-    why = subject_use(conn, role)
+    why = subject_use(conn, role, now=now)
     if why is not None:
         raise InvalidInput(
             f"{role!r} is a subject ({why}), so it cannot be made a role; "
@@ -127,10 +134,14 @@ def check_role_collision(conn: Connection, line: PolicyLine) -> None:
         )
 
 
-def add_policy(conn: Connection, ctx: Context | None, text: str) -> PolicyLine:
+def add_policy(
+    conn: Connection, ctx: Context | None, text: str, *, now: float | None = None
+) -> PolicyLine:
+    """Add a line (see check_role_collision for the g lines refused). `now`, the wall
+    clock's time unless given, tells which recorded tokens are live."""
     _require_admin(ctx)
     line = parse_policy_line(text)
-    check_role_collision(conn, line)
+    check_role_collision(conn, line, now=time.time() if now is None else now)
     if conn.execute(select(casbin_rule.c.id).where(and_(*_match(line)))).first():
         raise Conflict(f"policy already present: {line}")
     values = dict(zip(("v0", "v1", "v2", "v3"), line.values, strict=False))

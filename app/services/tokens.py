@@ -120,6 +120,21 @@ def record_issued(
     return _record(_row(conn, jti), issued_at)
 
 
+def holds_live_token(conn: Connection, subject: str, *, now: float) -> bool:
+    """Whether this memory issued `subject` a token that is neither revoked nor expired
+    at `now` (the wall clock's time: a token's expiry is on it)."""
+    live = conn.execute(
+        select(tokens.c.jti)
+        .where(
+            tokens.c.subject == subject,
+            tokens.c.revoked_at.is_(None),
+            or_(tokens.c.expires_at.is_(None), tokens.c.expires_at > now),
+        )
+        .limit(1)
+    ).first()
+    return live is not None
+
+
 def list_tokens(
     conn: Connection, ctx: Context, *, now: float, include_expired: bool = False
 ) -> list[TokenRecord]:

@@ -3,6 +3,7 @@ separate namespaces, and a writer cannot grant itself a store or a path tag."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 
@@ -129,6 +130,26 @@ def test_a_fact_owner_cannot_be_made_a_role(rt: Runtime, actor: MakeActor) -> No
         pytest.raises(InvalidInput, match="owns facts"),
     ):
         policy_service.add_policy(conn, ctx, "g, bob, alice")
+
+
+def test_a_subject_holding_a_live_token_cannot_be_made_a_role(rt: Runtime) -> None:
+    """Made a role, its tokens would be refused (401) with nothing to say why."""
+    memory = Memory(rt)
+    erin = memory.sign_token("erin", dt.timedelta(hours=1)).record
+    fran = memory.sign_token("fran", dt.timedelta(hours=1)).record
+    for line in ("g, bob, erin", "g, bob, fran"):
+        with (
+            Memory(rt).transaction("default", write=True) as (conn, ctx),
+            pytest.raises(InvalidInput) as caught,
+        ):
+            policy_service.add_policy(conn, ctx, line)
+        assert "is a subject (it holds a token this memory issued" in caught.value.detail
+    # Expired (the clock given, no sleep) or revoked, the token no longer makes one.
+    assert erin.expires_at is not None
+    with Memory(rt).transaction("default", write=True) as (conn, ctx):
+        policy_service.add_policy(conn, ctx, "g, bob, erin", now=erin.expires_at.timestamp())
+    memory.revoke_token("default", fran.jti)
+    add(rt, "g, bob, fran")
 
 
 def test_role_hierarchies_and_rights_for_roles_stay_possible(rt: Runtime) -> None:

@@ -84,6 +84,18 @@ def test_a_subject_lists_and_issues_only_its_own_within_the_cap(
     assert_problem(unknown, 422)
 
 
+def test_a_name_holding_a_live_token_is_not_made_a_role_over_http(
+    client: TestClient, auth: Auth
+) -> None:
+    erin = issue(client, auth, "default", subject="erin", expires_in="1h").json()
+    line = {"line": "g, bob, erin"}
+    refused = assert_problem(client.post("/v1/policies", json=line, headers=auth("default")), 422)
+    assert "'erin' is a subject (it holds a token" in refused["detail"]
+    assert client.get("/v1/whoami", headers=bearer(erin["token"])).status_code == 200
+    assert client.delete(f"/v1/tokens/{erin['jti']}", headers=auth("default")).status_code == 204
+    assert client.post("/v1/policies", json=line, headers=auth("default")).status_code == 201
+
+
 def test_the_cap_is_auth_max_token_lifetime_when_set(settings: Settings) -> None:
     capped = same_memory(settings, auth={"max_token_lifetime": "2h"})
     rt = open_runtime(capped)
