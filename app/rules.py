@@ -28,6 +28,9 @@ TAG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 TAG_VALUE = re.compile(r"^[^\s=,]{1,256}$")
 # The tag the memory writes on every fact from its writer (seed: "Who owns a fact").
 OWNER_KEY = "owner"
+# A node's own tags, and so a request that sets them (SPEC: "more than 32 tags" is a
+# 4xx): every fact beneath carries them among its effective tags.
+MAX_PATH_TAGS = 32
 
 # --- listing and search ------------------------------------------------------
 MAX_LIMIT = 100  # a page of facts or of search results (SPEC: "limit ... at most 100")

@@ -17,12 +17,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.rules import MAX_ID, MAX_LIMIT, MAX_QUERY_CHARS, ListSort, Mode, OnDuplicate
+from app.rules import (
+    MAX_ID,
+    MAX_LIMIT,
+    MAX_PATH_TAGS,
+    MAX_QUERY_CHARS,
+    ListSort,
+    Mode,
+    OnDuplicate,
+)
 from app.schemas.facts import MAX_PATH_CHARS
 from app.schemas.search import MAX_AS_OF_CHARS
 
 # The schema's bound on a batch; the use case enforces limits.batch_facts (1000 by default).
 MAX_BATCH = 1000
+# Keys one tag_path call removes: above what a node may carry (MAX_PATH_TAGS), so that a
+# node tagged before that bound can be brought back within it.
 MAX_TAGS_PER_CALL = 64
 
 FactId = Field(ge=1, le=MAX_ID, description="A fact's id")
@@ -140,7 +150,7 @@ class ListIn(ToolInput):
 class TagPathIn(ToolInput):
     path: str = Field(max_length=MAX_PATH_CHARS)
     tags: dict[str, str] = tags_field(
-        'Set or replace, e.g. {"visibility": "public"}', max_length=MAX_TAGS_PER_CALL
+        'Set or replace, e.g. {"visibility": "public"}', max_length=MAX_PATH_TAGS
     )
     remove: list[str] = Field(
         default_factory=list, max_length=MAX_TAGS_PER_CALL, description="Keys to remove"

@@ -19,7 +19,8 @@ from app.db.tables import (
     path_tags,
     paths,
 )
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, NotFound, invalid
+from app.rules import MAX_PATH_TAGS
 from app.services.context import Context
 from app.services.validation import check_path_tags, fold_path
 from app.services.visibility import current_for_scans, readable, visible_current
@@ -252,11 +253,30 @@ def _refuse_declassifying(
         )
 
 
+def refuse_too_many_tags(path: str, own: dict[str, str], new: dict[str, str]) -> None:
+    """InvalidInput when setting `new` would leave the node more than MAX_PATH_TAGS own
+    tags. Asked of the node's tags after the change, so a node that holds more (set
+    before the bound) takes a change only once it is back within it."""
+    after = len(own.keys() | new.keys())
+    if after > MAX_PATH_TAGS:
+        raise invalid(
+            "tags",
+            f"{path} would carry {after} tags of its own; a node carries at most "
+            f"{MAX_PATH_TAGS} (remove some first)",
+        )
+
+
+def _refuse_too_many(conn: Connection, path: str, new: dict[str, str]) -> None:
+    node = find_path_id(conn, path)
+    refuse_too_many_tags(path, own_path_tags(conn, node) if node is not None else {}, new)
+
+
 def set_path_tags(conn: Connection, ctx: Context, raw_path: str, tags: dict[str, str]) -> Node:
     """Set (add or replace) tags on a node, creating the node if the subject may tag there."""
     path = fold_path(raw_path)
     checked = check_path_tags(tags)
     _taggable_node(conn, ctx, path, checked)
+    _refuse_too_many(conn, path, checked)
     node = ensure_path(conn, path, ctx.clock())
     backend(conn).lock_tree(conn)
     before = _unreadable_tags_beneath(conn, ctx, node)

@@ -10,6 +10,7 @@ from app.errors import invalid
 from app.identifiers import hidden_character
 from app.rules import (
     MAX_LIMIT,
+    MAX_PATH_TAGS,
     MAX_SEGMENT_CHARS,
     MAX_SEGMENTS,
     OWNER_KEY,
@@ -99,9 +100,17 @@ def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") 
 def check_path_tags(tags: Mapping[str, str]) -> dict[str, str]:
     """Check tags set on a node: an `owner` there could never reach a fact (a fact's
     own owner tag always wins), so setting one would only mislead."""
-    checked = dict(check_tag(k, v) for k, v in tags.items())
-    if OWNER_KEY in checked:
-        raise invalid("tags", "a path tag may not be 'owner': every fact carries its own")
+    if len(tags) > MAX_PATH_TAGS:
+        raise invalid("tags", f"a node carries at most {MAX_PATH_TAGS} tags, not {len(tags)}")
+    checked: dict[str, str] = {}
+    for raw_key, raw in tags.items():
+        key, value = check_tag(raw_key, raw)
+        if key == OWNER_KEY:
+            raise invalid("tags", "a path tag may not be 'owner': every fact carries its own")
+        # Keys fold to lowercase: {"Team": "a", "team": "b"} would keep one value unsaid.
+        if key in checked:
+            raise invalid("tags", f"tag {key!r} is given twice")
+        checked[key] = value
     return checked
 
 

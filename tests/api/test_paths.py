@@ -72,5 +72,19 @@ def test_bad_tags_are_422(client: TestClient, auth: Auth) -> None:
 
 def test_too_many_tags_in_one_request_is_422(client: TestClient, auth: Auth) -> None:
     _store(client, auth, "/work")
-    tags = {f"k{i}": "v" for i in range(65)}
+    tags = {f"k{i}": "v" for i in range(33)}
     assert_problem(client.put("/v1/paths/work/tags", json=tags, headers=auth("default")), 422)
+
+
+def test_a_node_keeps_at_most_32_tags_across_requests(client: TestClient, auth: Auth) -> None:
+    _store(client, auth, "/work")
+    url = "/v1/paths/work/tags"
+    full = {f"k{i}": "v" for i in range(32)}
+    assert client.put(url, json=full, headers=auth("default")).status_code == 200
+    more = assert_problem(client.put(url, json={"extra": "v"}, headers=auth("default")), 422)
+    assert "/work would carry 33 tags" in more["detail"]
+    assert more["errors"][0]["loc"] == ["body", "tags"]
+    twice = client.put(url, json={"Team": "a", "team": "b"}, headers=auth("default"))
+    assert "tag 'team' is given twice" in assert_problem(twice, 422)["detail"]
+    node = client.get("/v1/paths/work", headers=auth("default")).json()
+    assert node["tags"] == full

@@ -243,3 +243,16 @@ def test_serve_without_its_model_says_the_offline_command_once(
     assert result.exit_code == 0, result.output
     assert result.output.count("model use minilm-l6") == 1
     assert result.output.count("no embedding model") == 1
+
+
+def test_memory_tag_keeps_a_node_within_32_tags_and_a_key_said_once(
+    cli_env: Settings, invoke: Invoke
+) -> None:
+    full = [arg for i in range(32) for arg in ("--tag", f"k{i}=v")]
+    assert invoke("memory", "tag", "/a", *full).exit_code == 0
+    more = invoke("memory", "tag", "/a", "--tag", "extra=v").exception
+    assert isinstance(more, EmbornalError) and "/a would carry 33 tags" in more.detail
+    twice = invoke("memory", "tag", "/b", "--tag", "Team=a", "--tag", "team=b").exception
+    assert isinstance(twice, EmbornalError) and "tag 'team' is given twice" in twice.detail
+    shown = invoke("memory", "show", "/a", "--json")
+    assert len(json.loads(shown.stdout)["tags"]) == 32

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, InvalidInput, NotFound
 from app.services import facts as fact_service
 from app.services import paths as path_service
 from app.services import policies as policy_service
@@ -34,6 +34,28 @@ def test_path_tags_set_replace_inherit_and_remove(actor) -> None:
         assert path_service.describe_path(conn, ctx, "/a/b").effective_tags["env"] == "prod"
         with pytest.raises(NotFound, match="has no tag 'env'"):
             path_service.remove_path_tag(conn, ctx, "/a/b", "env")
+
+
+def test_a_node_carries_at_most_32_tags_of_its_own(actor) -> None:
+    with actor().tx() as (conn, ctx):
+        path_service.set_path_tags(conn, ctx, "/a", {f"k{i}": "v" for i in range(30)})
+        path_service.set_path_tags(conn, ctx, "/a", {"k0": "w", "k30": "v", "k31": "v"})
+        # One more key, across requests, passes the bound: refused whole.
+        with pytest.raises(InvalidInput, match=r"/a would carry 34 tags of its own; .* 32"):
+            path_service.set_path_tags(conn, ctx, "/a", {"k1": "w", "k32": "v", "k33": "v"})
+        with pytest.raises(InvalidInput, match="at most 32 tags, not 33"):
+            path_service.set_path_tags(conn, ctx, "/b", {f"k{i}": "v" for i in range(33)})
+        node = path_service.describe_path(conn, ctx, "/a")
+        assert len(node.tags) == 32 and node.tags["k0"] == "w" and node.tags["k1"] == "v"
+        assert path_service.find_path_id(conn, "/b") is None
+        path_service.set_path_tags(conn, ctx, "/a", {"k1": "w"})  # a new value fits
+
+
+def test_a_path_tag_key_given_twice_after_folding_is_refused(actor) -> None:
+    with actor().tx() as (conn, ctx):
+        with pytest.raises(InvalidInput, match="tag 'team' is given twice"):
+            path_service.set_path_tags(conn, ctx, "/a", {"Team": "a", "team": "b"})
+        assert path_service.find_path_id(conn, "/a") is None
 
 
 def test_a_node_the_reader_may_not_see_does_not_exist_for_it(actor) -> None:

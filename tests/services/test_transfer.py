@@ -489,6 +489,8 @@ def test_a_fact_line_the_api_would_never_write_refuses_the_file(
     ("change", "named"),
     [
         ({"tags": {"owner": "mallory"}}, "a path tag may not be 'owner'"),
+        ({"tags": {"Team": "a", "team": "b"}}, "tag 'team' is given twice"),
+        ({"tags": {f"k{i}": "v" for i in range(33)}}, "at most 32 tags, not 33"),
         ({"created_at": 1e308}, "created_at 1e+308 is not a time"),
         ({"created_at": -5.0}, "created_at -5.0 is not a time"),
     ],
@@ -501,6 +503,21 @@ def test_a_path_line_the_api_would_never_write_refuses_the_file(
     lines[number] = json.dumps(json.loads(lines[number]) | change)
     before = everything(other)
     with pytest.raises(InvalidInput, match=rf"^line {number + 1}: .*{re.escape(named)}"):
+        import_lines(other, lines)
+    assert everything(other) == before
+
+
+def test_a_merge_that_would_pass_a_nodes_32_tags_refuses_the_file(
+    rich: Runtime, other: Runtime, clock: FakeClock
+) -> None:
+    with Memory(other).transaction(write=True) as (conn, ctx):
+        ctx = replace(ctx, clock=clock)
+        fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
+        path_service.set_path_tags(conn, ctx, "/team", {f"k{i}": "v" for i in range(31)})
+    lines = export_lines(rich)  # /team visibility=public tier=gold: 33 with the memory's
+    number = next(i for i, line in enumerate(lines) if '"path":"/team"' in line)
+    before = everything(other)
+    with pytest.raises(InvalidInput, match=rf"^line {number + 1}: /team would carry 33 tags"):
         import_lines(other, lines)
     assert everything(other) == before
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Path, Response, status
 from app.api.deps import MemoryDep, SubjectDep
 from app.api.problems import located
 from app.api.responses import AUTHED, WITH_BODY, problems
+from app.rules import MAX_PATH_TAGS
 from app.schemas.paths import PathOut
 from app.usecases.memory import Node
 
@@ -22,7 +23,6 @@ TopicPath = Annotated[
         examples=["projects/embornal"],
     ),
 ]
-MAX_TAGS_PER_REQUEST = 64
 
 
 def _topic(raw: str) -> str:
@@ -51,7 +51,7 @@ def set_path_tags(
     path: TopicPath,
     tags: Annotated[
         dict[str, str],
-        Body(max_length=MAX_TAGS_PER_REQUEST, examples=[{"visibility": "public"}]),
+        Body(max_length=MAX_PATH_TAGS, examples=[{"visibility": "public"}]),
     ],
     memory: MemoryDep,
     subject: SubjectDep,

@@ -131,11 +131,9 @@ class PathRecord(_Record):
     @field_validator("tags")
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        # As PUT /v1/paths/.../tags checks them: an `owner` there is refused.
-        checked = check_path_tags(tags)
-        if len(checked) != len(tags):
-            raise InvalidInput("a tag is given twice")
-        return checked
+        # As PUT /v1/paths/.../tags checks them: an `owner` there, a key given twice
+        # and more than a node carries are refused.
+        return check_path_tags(tags)
 
     @field_validator("created_at")
     @classmethod

@@ -251,6 +251,10 @@ def _import_paths(
             report.path_tags_not_applied += len(record.tags)
             continue
         present = path_service.own_path_tags(conn, node)
+        try:
+            path_service.refuse_too_many_tags(record.path, present, record.tags)
+        except InvalidInput as exc:
+            raise InvalidInput(f"line {record.line}: {exc.detail}") from None
         for key, value in record.tags.items():
             if key not in present:
                 conn.execute(insert(path_tags).values(path_id=node, key=key, value=value))
