@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from app.errors import InvalidInput
+from app.errors import invalid
 from app.identifiers import hidden_character
 
 MAX_SUBJECT_CHARS = 128
@@ -21,7 +21,8 @@ SUBJECT_RE = re.compile(rf"[^\s=,\x00-\x1f\x7f]{{1,{MAX_SUBJECT_CHARS}}}")
 
 
 def validate_subject(name: str) -> str:
-    """Return `name` unchanged when it is a valid subject, else raise InvalidInput.
+    """Return `name` unchanged when it is a valid subject, else raise InvalidInput
+    (its `errors` name the field `subject`).
 
     A name not in Unicode NFC is refused, not normalized. Subjects are compared
     byte for byte: in policy lines, owner columns and owner tags. Normalizing the
@@ -32,9 +33,10 @@ def validate_subject(name: str) -> str:
     hidden = hidden_character(name)
     if SUBJECT_RE.fullmatch(name) and hidden is None:
         if not unicodedata.is_normalized("NFC", name):
-            raise InvalidInput(
+            raise invalid(
+                "subject",
                 "subject is not in Unicode normal form NFC: write it composed "
-                "(for example U+00E9, not e followed by U+0301)"
+                "(for example U+00E9, not e followed by U+0301)",
             )
         return name
     if not name:
@@ -51,7 +53,8 @@ def validate_subject(name: str) -> str:
         problem = f"contains a control or format character ({hidden})"
     else:  # pragma: no cover - the checks above cover every way SUBJECT_RE can fail
         problem = "is not a valid name"
-    raise InvalidInput(
+    raise invalid(
+        "subject",
         f"subject {problem}: a subject is 1 to {MAX_SUBJECT_CHARS} characters "
-        "with no whitespace, '=', ',' or control or format characters"
+        "with no whitespace, '=', ',' or control or format characters",
     )

@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, Connection, Row, and_, delete, insert, or_
 from app.acl.enforcer import admins
 from app.acl.model import ADMIN, EVERYONE, PolicyLine, parse_policy_line
 from app.db.tables import casbin_rule, facts
-from app.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, invalid
 from app.services import tokens as token_service
 from app.services.context import Context
 
@@ -58,11 +58,13 @@ def role_names(conn: Connection) -> set[str]:
 
 
 def refuse_role_name(conn: Connection, subject: str) -> None:
-    """InvalidInput when `subject` is a role name: no token may be made for it."""
+    """InvalidInput (about the field `subject`) when `subject` is a role name: no token
+    may be made for it."""
     if subject in role_names(conn):
-        raise InvalidInput(
+        raise invalid(
+            "subject",
             f"{subject!r} is a role name, not a subject: subjects and roles are separate "
-            "namespaces, and a token for it would be refused"
+            "namespaces, and a token for it would be refused",
         )
 
 

@@ -84,6 +84,17 @@ def test_a_subject_lists_and_issues_only_its_own_within_the_cap(
     assert_problem(unknown, 422)
 
 
+@pytest.mark.parametrize(
+    ("subject", "said"), [("a b", "contains whitespace"), ("admin", "is a role name")]
+)
+def test_a_subject_no_token_may_carry_is_named_as_the_field_at_fault(
+    client: TestClient, auth: Auth, subject: str, said: str
+) -> None:
+    problem = assert_problem(issue(client, auth, "default", subject=subject), 422)
+    assert said in problem["detail"]
+    assert [e["loc"] for e in problem["errors"]] == [["body", "subject"]]
+
+
 def test_a_name_holding_a_live_token_is_not_made_a_role_over_http(
     client: TestClient, auth: Auth
 ) -> None:
