@@ -29,7 +29,7 @@ from app.auth.subjects import validate_subject
 from app.durations import MAX_DURATION as MAX_DURATION
 from app.durations import parse_duration as parse_duration
 from app.errors import UNAUTHORIZED_MESSAGE as UNAUTHORIZED_MESSAGE
-from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized
+from app.errors import ConfigError, InvalidInput, TokenExpired, Unauthorized, invalid
 from app.rules import MAX_JTI_CHARS
 from app.settings import Settings
 
@@ -304,12 +304,13 @@ def issue_token(
         )
     validate_subject(subject)
     if expires_in <= dt.timedelta(0):
-        raise InvalidInput("a token's lifetime must be positive")
+        raise invalid("expires_in", "a token's lifetime must be positive")
     cap = settings.auth.max_token_lifetime
     if cap is not None and expires_in.total_seconds() > cap:
-        raise InvalidInput(
+        raise invalid(
+            "expires_in",
             f"a token's lifetime is at most {cap} seconds here (auth.max_token_lifetime); "
-            "the server would refuse a longer one"
+            "the server would refuse a longer one",
         )
     extra = dict(extra_claims or {})
     clash = sorted(_REGISTERED_CLAIMS & extra.keys())

@@ -40,7 +40,7 @@ from app.db.engine import close_engine, read_transaction, write_transaction
 from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
-from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, is_public
+from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, invalid, is_public
 from app.rules import (
     LOCAL_SUBJECT,
     MAX_SIMILAR,
@@ -706,9 +706,10 @@ class Memory:
                 cap = self.runtime.settings.auth.max_token_lifetime
                 most = timedelta(seconds=cap) if cap is not None else SELF_ISSUED_MAX
                 if lifetime > most:
-                    raise InvalidInput(
+                    raise invalid(
+                        "expires_in",
                         f"a token you issue for yourself lives at most {_days(most)}; "
-                        "an admin can issue a longer one"
+                        "an admin can issue a longer one",
                     )
             return self._issue(conn, ctx, subject, lifetime, label)
 

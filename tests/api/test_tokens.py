@@ -76,6 +76,7 @@ def test_a_subject_lists_and_issues_only_its_own_within_the_cap(
     # Without auth.max_token_lifetime a subject gives itself at most 30 days.
     too_long = assert_problem(issue(client, auth, "alice", expires_in="31d"), 422)
     assert "30 days" in too_long["detail"]
+    assert too_long["errors"][0]["loc"] == ["body", "expires_in"]
     bad = assert_problem(issue(client, auth, "alice", expires_in="forever"), 422)
     assert bad["errors"][0]["loc"] == ["body", "expires_in"]
     role = assert_problem(issue(client, auth, "default", subject="everyone"), 422)
