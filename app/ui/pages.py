@@ -44,6 +44,8 @@ LOGIN_COOKIE = "embornal_login"  # the sign-in form's CSRF value, before any ses
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM_FIELDS = 64
 PAGE = 25
+# h11's bound on a request's head (uvicorn's default): a longer line never reaches a route.
+REQUEST_LINE_BYTES = 64 * 1024
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -540,8 +542,11 @@ class Column:
 def search(
     request: Request,
     signed: SignedDep,
-    q: Annotated[str, Query(max_length=4000)] = "",
-    mode: Annotated[str, Query(max_length=16)] = "hybrid",
+    # Read past the API's bounds, so that the page, not a bare problem, says what is
+    # wrong with them (the search's own check refuses a query the API refuses); the
+    # server refuses a request line longer than REQUEST_LINE_BYTES itself.
+    q: Annotated[str, Query(max_length=REQUEST_LINE_BYTES)] = "",
+    mode: Annotated[str, Query(max_length=64)] = "hybrid",
     under: Annotated[str, Query(max_length=2200)] = "",
     tag: Annotated[list[str] | None, Query(max_length=512)] = None,
     min_strength: Annotated[str, Query(max_length=32)] = "",
@@ -549,16 +554,20 @@ def search(
     memory = memory_of(request)
     tags = [t for t in (tag or []) if t.strip()]
     columns: list[Column] = []
-    problem = None
+    problem: EmbornalError | None = None
     first: Mode = mode if mode in MODES else "hybrid"
     if q.strip():
+        floor = None
         try:
+            if mode not in MODES:
+                raise InvalidInput(f"mode must be one of {', '.join(MODES)}")
             floor = float(min_strength) if min_strength.strip() else None
             if floor is not None and not 0.0 <= floor <= 1.0:
                 raise ValueError
         except ValueError:
             problem = InvalidInput("min_strength must be a number from 0 to 1")
-            floor = None
+        except EmbornalError as exc:
+            problem = exc
         if problem is None:
             for each in sorted(MODES, key=lambda m: m != first):
                 request_ = SearchRequest(
@@ -572,6 +581,9 @@ def search(
                 )
                 try:
                     columns.append(Column(each, memory.search(signed.subject, request_).results))
+                except InvalidInput as exc:  # the question itself: every mode would say so
+                    columns, problem = [], exc
+                    break
                 except EmbornalError as exc:
                     columns.append(Column(each, [], exc))
     return page(

@@ -378,6 +378,22 @@ def test_search_shows_the_three_modes_with_scores(
     assert bad.status_code == 422 and "min_strength" in bad.text
 
 
+def test_a_search_the_api_refuses_is_refused_on_the_page(
+    browser: Callable[..., Browser], actor: Callable[[str], Actor]
+) -> None:
+    """A query over the API's length and an unknown mode: the console page says what is
+    wrong (not a bare problem document, not hybrid's results in silence)."""
+    store(actor, "default", "/notes", "the harbor lantern is blue")
+    long = browser("default").get("/ui/search", params={"q": "x" * 5000})
+    assert long.status_code == 422
+    assert long.headers["content-type"].startswith("text/html")
+    assert "longer than 4000 characters" in long.text and 'data-mode="' not in long.text
+    mode = browser("default").get("/ui/search", params={"q": "lantern", "mode": "bogus"})
+    assert mode.status_code == 422
+    assert "mode must be one of keyword, semantic, hybrid" in mode.text
+    assert 'data-mode="' not in mode.text
+
+
 def test_a_time_span_beyond_any_date_is_a_page_like_any_other(
     browser: Callable[..., Browser], actor: Callable[[str], Actor], rt: Runtime
 ) -> None:
