@@ -163,6 +163,10 @@ def connect_file(path: Path | str) -> Any:
     return conn
 
 
+# How long a close waits to fold the WAL while other connections read or write it.
+CHECKPOINT_WAIT_MS = 200
+
+
 def close_engine(engine: Engine) -> None:
     """Close the engine's pooled connections; on SQLite, fold the WAL into the file first.
 
@@ -170,9 +174,10 @@ def close_engine(engine: Engine) -> None:
     While another process still has the file open (a command, a second server) they stay,
     the WAL holding pages memory.db lacks: a backup copied over memory.db then had that
     stale WAL replayed onto it (integrity_check: malformed). A TRUNCATE checkpoint moves
-    every commit into memory.db and empties the WAL whoever else has the file open; it
-    waits (within the busy timeout) for readers of older snapshots, and writers wait
-    for it meanwhile.
+    every commit into memory.db and empties the WAL whoever else has the file open. It
+    waits for readers of older snapshots, and writers wait for it meanwhile: a command
+    closing beside a busy server gives up after CHECKPOINT_WAIT_MS rather than hold the
+    server's writes (the server's own close, or the last connection's, folds it later).
     """
     if engine.dialect.name == "sqlite":
         try:
@@ -180,11 +185,13 @@ def close_engine(engine: Engine) -> None:
             # transaction around the pragma.
             dbapi_conn = engine.raw_connection()
             try:
-                busy = dbapi_conn.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                cursor = dbapi_conn.cursor()
+                cursor.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+                busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             finally:
                 dbapi_conn.close()
             if busy:
-                log.warning("the WAL was not emptied: another connection was still reading")
+                log.debug("the WAL was not emptied: another connection was busy with it")
         except Exception as exc:
             # Closing goes on: the WAL is replayed at the next open, as after a crash.
             log.warning("the WAL could not be folded into the memory file: %s", exc)
