@@ -202,15 +202,17 @@ def _taggable_node(conn: Connection, ctx: Context, path: str, new: dict[str, str
 
 
 def _beneath(node: int) -> Any:
+    """Every fact under `node`, deleted ones too: a deleted fact stays readable by id
+    (include_deleted) and in its history, so a path tag above it still decides who reads
+    it, and a tag change there must not declassify it."""
     return and_(
         path_closure.c.ancestor_id == node,
         path_closure.c.descendant_id == facts.c.path_id,
-        facts.c.deleted_at.is_(None),
     )
 
 
 def _tags_beneath(conn: Connection, node: int, ids: set[int]) -> dict[int, set[tuple[str, str]]]:
-    """Effective tags of the live facts `ids` under `node`."""
+    """Effective tags of the facts `ids` under `node`."""
     found: dict[int, set[tuple[str, str]]] = {fact_id: set() for fact_id in ids}
     rows = conn.execute(
         select(
@@ -230,7 +232,8 @@ def _tags_beneath(conn: Connection, node: int, ids: set[int]) -> dict[int, set[t
 def _unreadable_tags_beneath(
     conn: Connection, ctx: Context, node: int
 ) -> dict[int, set[tuple[str, str]]]:
-    """Effective tags of the live facts under `node` that the subject may not read."""
+    """Effective tags of the facts under `node` (deleted ones too) that the subject may not
+    read."""
     every = select(facts.c.id).select_from(facts, path_closure).where(_beneath(node))
     hidden = set(conn.execute(every).scalars()) - set(
         conn.execute(every.where(readable(ctx))).scalars()

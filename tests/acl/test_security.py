@@ -270,6 +270,26 @@ def test_a_writer_cannot_declassify_its_subtree_without_tag(rt: Runtime, actor: 
     assert node.tags == {"visibility": "public"}
 
 
+def test_a_tag_holder_cannot_declassify_a_deleted_fact_it_may_not_read(
+    rt: Runtime, actor: MakeActor
+) -> None:
+    """A deleted fact stays readable by id (include_deleted) and in its history: a path
+    tag above it decides who reads it as much as for a live one."""
+    add(rt, "p, w, path:/x/*, tag, allow", "p, w, path:/x/pub/*, read, allow")
+    gone = store(actor, "default", "/x/old/f")
+    with actor("default").tx() as (conn, ctx):
+        fact_service.delete_fact(conn, ctx, gone.id)
+    # The refusal comes after the write, in its transaction: raised through it, it
+    # rolls the write back.
+    with pytest.raises(Forbidden, match="may not change tags"), actor("w").tx() as (conn, ctx):
+        path_service.set_path_tags(conn, ctx, "/x/old", {"team": "blue"})
+    with rt.engine.connect() as conn:
+        tags = conn.execute(select(path_tags.c.key, path_tags.c.value)).all()
+    assert ("team", "blue") not in [tuple(t) for t in tags]
+    with actor("w").tx() as (conn, ctx):  # where nothing hidden lies, it may
+        path_service.set_path_tags(conn, ctx, "/x/pub", {"team": "blue"})
+
+
 def test_a_tag_deny_covers_the_tag_being_set(rt: Runtime, actor: MakeActor) -> None:
     store(actor, "default", "/x/note")
     add(
