@@ -910,6 +910,9 @@ def memory_import(
         f"{report.mode}: {report.facts_added} facts added, {report.facts_skipped} already "
         f"present; {report.paths_added} paths added"
     )
+    if report.memory_facts_superseded:
+        retired = ", ".join(f"#{i}" for i in report.memory_facts_superseded)
+        typer.echo(f"facts of this memory superseded by the file's: {retired}")
     # Each change to who may read what, by name: the person importing must see them.
     for line in report.policies_added:
         typer.echo(f"policy added: {for_display(line)}")

@@ -263,6 +263,50 @@ def with_extra_fact(lines: list[str], record: dict) -> list[str]:
     return [*lines[: last + 1], json.dumps(record), *lines[last + 1 : -1], json.dumps(end)]
 
 
+def test_a_merge_names_what_of_the_memory_it_supersedes_and_never_backdates_it(
+    other: Runtime,
+) -> None:
+    """A file's fact may supersede one the memory held (its own copy of a /memory fact
+    too): the report names it, and a successor dated before the fact it replaces here,
+    which would rewrite what the memory believed then, refuses the file."""
+    with Memory(other).transaction(write=True) as (conn, ctx):
+        fact_service.store_fact(conn, ctx, NewFact("/local", "already here"))
+    records = [json.loads(line) for line in export_lines(other)]
+
+    def compact(rows: list[dict]) -> list[str]:
+        return [json.dumps(r, separators=(",", ":")) for r in rows]
+
+    guide = next(r for r in records if r["type"] == "fact" and r["id"] == 1)
+
+    def successor(made_at: float) -> dict:
+        return guide | {
+            "id": 5000, "content": "the guide, edited", "supersedes_id": 1,
+            "created_at": made_at, "deleted_at": None,
+        }  # fmt: skip
+
+    # Held by its text, the file's copy dated earlier than the memory's: a successor
+    # after the file's copy but before the memory's is refused whole.
+    early = [r | {"created_at": r["created_at"] - 10} if r is guide else r for r in records]
+    backdated = with_extra_fact(compact(early), successor(guide["created_at"] - 5))
+    before = count_facts(other)
+    with pytest.raises(InvalidInput, match="supersedes fact 1 but was created before it"):
+        import_lines(other, backdated)
+    assert count_facts(other) == before
+    # Within the file, too.
+    inverted = with_extra_fact(compact(records), successor(guide["created_at"] - 5))
+    with pytest.raises(InvalidInput, match="was created before it"):
+        read(inverted)
+
+    later = with_extra_fact(compact(records), successor(guide["created_at"] + 60))
+    report = import_lines(other, later)
+    assert report.memory_facts_superseded == [1] and report.facts_added == 1
+    with Memory(other).transaction() as (conn, _ctx):
+        assert (
+            conn.execute(select(facts.c.content).where(facts.c.supersedes_id == 1)).scalar_one()
+            == "the guide, edited"
+        )
+
+
 def test_merge_refuses_a_chain_the_memory_already_continued(rt: Runtime, actor) -> None:
     me = actor()
     with me.tx() as (conn, ctx):

@@ -355,7 +355,7 @@ def read_export(
     }
     data: ExportFile | None = None
     ended: EndRecord | None = None
-    fact_ids: set[int] = set()
+    fact_ids: dict[int, float] = {}  # each fact's created_at, by the file's id
     superseded: dict[int, int] = {}  # superseded id -> line that supersedes it
     number = 0
     for number, raw in enumerate(lines, start=1):
@@ -428,9 +428,10 @@ def check_owners(data: ExportFile, roles: Iterable[str]) -> None:
 
 
 def _check_chain(
-    fact: FactRecord, previous: int, ids: set[int], superseded: dict[int, int]
+    fact: FactRecord, previous: int, ids: dict[int, float], superseded: dict[int, int]
 ) -> None:
-    """Ids increase, and a fact supersedes an earlier fact of the file, once."""
+    """Ids increase, and a fact supersedes an earlier fact of the file, once, made no
+    earlier than it (`ids`: each earlier fact's created_at)."""
     if fact.id <= previous:
         raise InvalidInput(f"fact ids must increase: {fact.id} comes after {previous}")
     if fact.supersedes_id is not None:
@@ -444,5 +445,16 @@ def _check_chain(
                 f"fact {fact.supersedes_id} is superseded twice "
                 f"(lines {superseded[fact.supersedes_id]} and {fact.line})"
             )
+        check_successor_time(fact, ids[fact.supersedes_id])
         superseded[fact.supersedes_id] = fact.line
-    ids.add(fact.id)
+    ids[fact.id] = fact.created_at
+
+
+def check_successor_time(fact: FactRecord, replaced_at: float) -> None:
+    """A fact is superseded by one made at its time or later, as the API supersedes:
+    a file's successor dated earlier would rewrite what the memory believed then."""
+    if fact.created_at < replaced_at:
+        raise InvalidInput(
+            f"fact {fact.id} supersedes fact {fact.supersedes_id} but was created before "
+            f"it ({fact.created_at!r} < {replaced_at!r})"
+        )

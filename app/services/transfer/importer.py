@@ -60,6 +60,7 @@ from app.services.transfer.format import (
     PathRecord,
     PolicyRecord,
     check_owners,
+    check_successor_time,
 )
 
 ProgressCallback = Callable[[int, int], None]
@@ -79,6 +80,9 @@ class ImportReport:
     path_tags_kept: int = 0  # the memory had the key with another value: it kept its own
     facts_added: int = 0
     facts_skipped: int = 0  # already in the memory
+    # Facts the memory held before, superseded by one of the file's: each by its id, so
+    # that the person importing sees what of the memory the file retired.
+    memory_facts_superseded: list[int] = field(default_factory=list)
     embeddings_written: int = 0
     facts_waiting_for_embedding: int = 0  # added without a vector that fits this memory
     policies_added: list[str] = field(default_factory=list)
@@ -285,15 +289,25 @@ def _import_facts(
             report.facts_skipped += 1
             continue
         if supersedes is not None:
-            taken = conn.execute(
-                select(facts.c.id).where(facts.c.supersedes_id == supersedes)
-            ).scalar()
+            taken, replaced_at = conn.execute(
+                select(
+                    select(facts.c.id).where(facts.c.supersedes_id == supersedes).scalar_subquery(),
+                    select(facts.c.created_at).where(facts.c.id == supersedes).scalar_subquery(),
+                )
+            ).one()
             if taken is not None:
                 raise Conflict(
                     f"line {record.line}: fact {record.id} supersedes fact "
                     f"{record.supersedes_id}, which this memory holds as #{supersedes} and "
                     f"has already superseded with #{taken}"
                 )
+            if held is not None and supersedes in held.claimed:
+                # The memory's own fact (a starter is held by its text, not its time).
+                try:
+                    check_successor_time(record, replaced_at)
+                except InvalidInput as exc:
+                    raise InvalidInput(f"line {record.line}: {exc.detail}") from None
+                report.memory_facts_superseded.append(supersedes)
         path_id = path_ids.get(record.path)
         if path_id is None:
             path_id = path_service.ensure_path(conn, record.path, record.created_at)
