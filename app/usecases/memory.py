@@ -336,25 +336,36 @@ class Memory:
         """store_batch's work with `embedder`; _ModelSwitched (nothing written) when
         `check` and the memory names another model."""
         vectors = embed_for_store(embedder, [item.content for item in checked])
-        threshold = self._similar_threshold(embedder)
+        # None: nothing to look for (no threshold, or no vector to look with).
+        threshold = self._similar_threshold(embedder) if any(vectors) else None
         near: list[list[Similar] | None] = [None] * len(checked)
-        if threshold is not None and any(vector is not None for vector in vectors):
+        olds = [item.supersedes_id for item in checked]
+        refuse = on_duplicate == "refuse"
+        if threshold is not None and not refuse:
             # In a read snapshot, as a search ranks: a batch's searches (a few ms each)
             # must not hold the write lock. A near fact stored between the two
             # transactions is not seen: `similar` is a hint, not a uniqueness rule.
             with self.transaction(subject) as (conn, ctx):
                 if check:
                     self._model_still_named(conn)
-                olds = [item.supersedes_id for item in checked]
                 near = self._similar_batch(conn, ctx, vectors, threshold, olds)
         with self.transaction(subject, write=True) as (conn, ctx):
             if check:
                 self._model_still_named(conn)  # else the transaction rolls back: no write
-            # Named only if still readable and current under this transaction's rules.
-            hits = {s.id for found in near for s in found or ()}
-            kept = search_service.still_visible(conn, ctx, hits) if hits else set()
-            near = [None if found is None else [s for s in found if s.id in kept] for found in near]
-            if on_duplicate == "refuse":
+            if threshold is not None and refuse:
+                # A refusal is a promise: looked for under the write lock (SQLite's one
+                # writer; on PostgreSQL the tree's lock, which every refusing store
+                # takes), so that two stores of one text at once cannot both pass.
+                backend(conn).lock_tree(conn)
+                near = self._similar_batch(conn, ctx, vectors, threshold, olds)
+            else:
+                # Named only if still readable and current under this transaction's rules.
+                hits = {s.id for found in near for s in found or ()}
+                kept = search_service.still_visible(conn, ctx, hits) if hits else set()
+                near = [
+                    None if found is None else [s for s in found if s.id in kept] for found in near
+                ]
+            if refuse:
                 _refuse_duplicates(near, error_prefix, many=len(checked) > 1)
             checked = self._keep_tags(conn, ctx, checked)
             facts = fact_service.store_facts(

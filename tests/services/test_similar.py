@@ -91,6 +91,41 @@ def test_refuse_writes_nothing_and_names_the_visible_fact(actor, rt, model) -> N
     assert [[x.id for x in s.similar] for s in stored] == [[], [first.id]]
 
 
+def test_refusing_stores_at_once_store_one_copy(actor, rt, model, monkeypatch) -> None:
+    """Stores of one text at the same moment, each refusing a duplicate: one is stored,
+    the others refused. They all finish embedding before any looks (a barrier), where
+    a look in a snapshot before the write let every one of them pass."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.usecases import memory as memory_module
+
+    writers = 4
+    together = threading.Barrier(writers, timeout=30)
+    embed = memory_module.embed_for_store
+
+    def embed_then_wait(*args, **kwargs):
+        vectors = embed(*args, **kwargs)
+        together.wait()
+        return vectors
+
+    monkeypatch.setattr(memory_module, "embed_for_store", embed_then_wait)
+    me = actor()
+    before = count(rt)
+
+    def store(_: int) -> str:
+        try:
+            me.memory.store(me.subject, NewFact("/ops", BACKUP), on_duplicate="refuse")
+        except Conflict:
+            return "refused"
+        return "stored"
+
+    with ThreadPoolExecutor(writers) as pool:
+        outcomes = sorted(pool.map(store, range(writers)))
+    assert outcomes == ["refused"] * (writers - 1) + ["stored"]
+    assert count(rt) == before + 1
+
+
 def test_without_a_model_nothing_is_checked(actor) -> None:
     me = actor()
     me.memory.store(me.subject, NewFact("/ops", BACKUP))
@@ -111,14 +146,15 @@ def test_the_threshold_is_a_setting(actor, rt, model) -> None:
 
 def test_a_fact_hidden_since_the_search_is_not_named(actor, rt, model, monkeypatch) -> None:
     """The near facts are found in a read snapshot, the store writes in a later
-    transaction: the names are checked again there, under its rules."""
+    transaction: the names are checked again there, under its rules. (A store that
+    refuses duplicates looks in the write transaction itself.)"""
     owner = actor()
     hidden = owner.memory.store(owner.subject, NewFact("/private", BACKUP))
     grant(rt, "p, alice, path:/alice/*, write, allow", "p, alice, path:/alice/*, read, allow")
     seen = Similar(hidden.id, "/private", 0.99)  # as if she could read it when it ran
     monkeypatch.setattr(Memory, "_similar_batch", lambda *_args, **_kwargs: [[seen]])
     alice = actor("alice")
-    stored = alice.memory.store("alice", NewFact("/alice", BACKUP), on_duplicate="refuse")
+    stored = alice.memory.store("alice", NewFact("/alice", BACKUP))
     assert stored.similar == [] and stored.similar_checked is True
 
 
