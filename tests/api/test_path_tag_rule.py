@@ -82,9 +82,23 @@ def test_tagging_still_works_over_facts_the_tagger_may_read(
         headers=auth("bob"),
     )
     assert own.status_code == 201
+    # The plain secret would take it, deleted or not: a deleted fact stays readable by
+    # id (include_deleted) and in its history, so its tags still decide who reads it.
     hidden_plain = client.delete(f"/v1/facts/{secret}", headers=auth("bob"))
     assert hidden_plain.status_code == 204
-    done = client.put("/v1/paths/shared/tags", json={"visibility": "team"}, headers=auth("alice"))
+    refused = client.put(
+        "/v1/paths/shared/tags", json={"visibility": "team"}, headers=auth("alice")
+    )
+    assert_problem(refused, 403)
+    other = client.post(
+        "/v1/facts",
+        json={"path": "/shared/carol", "content": "carol's plan", "tags": {"visibility": "x"}},
+        headers=auth("bob"),
+    )
+    assert other.status_code == 201
+    done = client.put(
+        "/v1/paths/shared/carol/tags", json={"visibility": "team"}, headers=auth("alice")
+    )
     assert done.status_code == 200, done.text
 
 
