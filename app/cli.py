@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, redirect_stdout, suppress
@@ -1056,8 +1057,16 @@ def policy_remove(line: Annotated[str, typer.Argument()]) -> None:
     typer.echo(f"removed: {removed['line']}")
 
 
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    # SIGTERM (a service manager, an agent closing its `embornal mcp`) unwinds the
+    # command as an exit does, so the memory it opened is closed and its WAL folded
+    # into memory.db; by default the process died with the WAL beside the file.
+    sys.exit(128 + signum)
+
+
 def main() -> None:
     """Entry point: run the command; turn user errors into one line and exit 1."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         # Without standalone mode, click returns an Exit's code instead of exiting.
         code = app(standalone_mode=False)

@@ -236,3 +236,59 @@ async def test_two_servers_on_one_memory(start_server: ops.StartServer, tmp_path
         async with over_http(first, transport=balancer, mode=mode) as client:
             await round_trip(client, "default")
         assert set(balancer.sent) == {first.port, second.port}
+
+
+def test_stdio_stopped_by_sigterm_folds_the_wal_into_the_memory(tmp_path: Path) -> None:
+    """An agent closing its `embornal mcp` sends SIGTERM: the memory is closed as on any
+    exit, memory.db holding everything and no WAL left beside it (a backup put back in
+    its place would otherwise have a stale WAL replayed over it)."""
+    import json
+    import signal
+    import subprocess
+
+    home = tmp_path / "home"
+    home.mkdir()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "mcp"],
+        env=cli_env(home, "none"),
+        cwd=str(ROOT),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(number: int, method: str, params: dict) -> dict:
+        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        server.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(server.stdout.readline())  # type: ignore[union-attr]
+
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        assert "result" in ask(1, "initialize", hello)
+        server.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        stored = ask(
+            2,
+            "tools/call",
+            {"name": "store_fact", "arguments": {"path": "/notes", "content": "kept whole"}},
+        )
+        assert stored["result"]["isError"] is False, stored
+        assert (home / "memory.db-wal").exists()  # the store's pages wait in the WAL
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in stderr
+    assert not (home / "memory.db-wal").exists()
+    import sqlite3
+
+    with sqlite3.connect(home / "memory.db") as copy:
+        assert copy.execute("SELECT count(*) FROM facts WHERE content = 'kept whole'").fetchone()
