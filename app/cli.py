@@ -207,8 +207,15 @@ def paths_command(as_json: JsonOpt = False) -> None:
 @app.command("migrate")
 def migrate_command() -> None:
     """Bring the schema of memory.db to head (serve does it too)."""
-    with memory():
-        typer.echo(f"memory at {settings().database_shown} is at the head revision")
+    with memory() as mem:
+        found, head = mem.schema_revisions()
+    where = f"memory at {settings().database_shown}"
+    if found == head:
+        typer.echo(f"{where} is at the head revision ({head})")
+    elif found is None:
+        typer.echo(f"{where} is new, made at the head revision ({head})")
+    else:
+        typer.echo(f"{where} upgraded from revision {found} to {head}")
 
 
 @app.command("serve")

@@ -47,6 +47,8 @@ class Runtime:
     fell_back: bool = False
     # The default model, when the memory's own model is used instead (adopt_memory_model).
     adopted_from: str | None = None
+    # The schema revision the memory was at when this runtime opened it (None: new).
+    found_at_revision: str | None = None
     # The revoked token ids this process checks requests against (app.services.tokens).
     revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -293,7 +295,7 @@ def open_runtime(
     """
     engine = open_engine(settings)
     try:
-        migrate.upgrade(engine, settings.embedding.width)
+        found_at = migrate.upgrade(engine, settings.embedding.width)
     except OperationalError as exc:
         engine.dispose()
         # The driver's own first line (host, port, what failed) holds no password.
@@ -314,6 +316,7 @@ def open_runtime(
             engine=engine,
             access=AccessControl(engine),
             revocations=RevocationList(settings.auth.revocation_check_seconds),
+            found_at_revision=found_at,
         )
         runtime.adopt_memory_model()
         if load_model:

@@ -61,17 +61,19 @@ def current_revision(conn: Connection) -> str | None:
     return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
-def upgrade(engine: Engine, width: int, revision: str = "head") -> None:
-    """Run the migrations up to `revision`; a new memory's vec0 table gets `width`."""
-    if revision == "head":
-        with engine.connect() as conn:
-            if current_revision(conn) == head_revision():
-                return
+def upgrade(engine: Engine, width: int, revision: str = "head") -> str | None:
+    """Run the migrations up to `revision`; a new memory's vec0 table gets `width`.
+    Returns the revision the memory was at (None: a new memory)."""
+    with engine.connect() as conn:
+        before = current_revision(conn)
+    if revision == "head" and before == head_revision():
+        return before
     from alembic import command
 
     with write_transaction(engine) as conn:
         backend(conn).lock_schema(conn)
         command.upgrade(alembic_config(conn, width), revision)
+    return before
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:

@@ -1101,6 +1101,11 @@ class Memory:
         with read_transaction(self.runtime.engine) as conn:
             return migrate.stored_model(conn)
 
+    def schema_revisions(self) -> tuple[str | None, str | None]:
+        """(the schema revision the memory was at when opened, None for a new memory;
+        the head revision it is at now)."""
+        return self.runtime.found_at_revision, migrate.head_revision()
+
     def readiness(self) -> Readiness:
         """Database reachable, schema at head, and which model is loaded (no subject).
 

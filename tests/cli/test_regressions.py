@@ -184,6 +184,25 @@ def test_a_database_path_naming_a_text_file_is_refused_in_one_line(
     assert stat.S_IMODE(notes.stat().st_mode) == 0o644
 
 
+def test_migrate_says_what_it_did(cli_env: Settings, invoke: Invoke) -> None:
+    """It said "at the head revision" after upgrading an older memory too."""
+    from app.db import migrate
+    from app.db.engine import make_engine
+
+    head = migrate.head_revision()
+    made = invoke("migrate")  # the test's memory, made at head already
+    assert made.exit_code == 0 and f"is at the head revision ({head})" in made.stdout
+    engine = make_engine(cli_env.database_path)
+    migrate.downgrade(engine, "0012")
+    engine.dispose()
+    upgraded = invoke("migrate")
+    assert upgraded.exit_code == 0
+    assert f"upgraded from revision 0012 to {head}" in upgraded.stdout
+    cli_env.database_path.unlink()
+    new = invoke("migrate")
+    assert f"is new, made at the head revision ({head})" in new.stdout
+
+
 def test_version(invoke: Invoke) -> None:
     from app import __version__
 
