@@ -267,7 +267,10 @@ class Settings(_Section):
         """Where the memory is, as messages may show it: never with a password."""
         if self.database.url is None:
             return str(self.database_path)
-        return make_url(self.database.url).render_as_string(hide_password=True)
+        url = make_url(self.database.url)
+        # libpq also takes the password as a parameter (?password=..., sslpassword).
+        query = {k: "hidden" if "password" in k.lower() else v for k, v in url.query.items()}
+        return url.set(query=query).render_as_string(hide_password=True)
 
     @property
     def secret_path(self) -> Path:

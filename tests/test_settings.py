@@ -110,6 +110,15 @@ def test_a_password_in_the_url_or_the_environment_is_never_shown(tmp_path: Path)
     s = load_settings(dirs(tmp_path), env=env)
     assert s.database.sqlalchemy_url().password == "in-url"  # type: ignore[union-attr]
     assert "in-url" not in s.database_shown and "in-url" not in repr(s)
+    # libpq's parameter forms, which connect as well.
+    for url in (
+        "postgresql+psycopg://u@h/db?password=in-query",
+        "postgresql+psycopg:///db?host=h&user=u&password=in-query",
+        "postgresql+psycopg://u@h/db?sslpassword=in-query",
+    ):
+        s = load_settings(dirs(tmp_path), env={"EMBORNAL_DATABASE__URL": url})
+        assert "in-query" not in s.database_shown and "in-query" not in repr(s), url
+        assert "password=hidden" in s.database_shown
     env = {"EMBORNAL_DATABASE__URL": "postgresql://u@h/db", "EMBORNAL_DATABASE__PASSWORD": "e"}
     s = load_settings(dirs(tmp_path), env=env)
     url = s.database.sqlalchemy_url()
