@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
@@ -296,10 +296,17 @@ def open_runtime(
     engine = open_engine(settings)
     try:
         found_at = migrate.upgrade(engine, settings.embedding.width)
-    except OperationalError as exc:
+    except DBAPIError as exc:
         engine.dispose()
-        # The driver's own first line (host, port, what failed) holds no password.
+        # The driver's own first line (host, port, what failed) holds no password, and
+        # no SQL: that follows on the lines after it.
         reason = str(exc.orig or exc).strip().splitlines()[0]
+        if "extension" in reason and "vector" in reason:
+            # A role that may not create extensions, in a database without pgvector.
+            reason += (
+                "; an administrator runs CREATE EXTENSION vector in that database once "
+                "(docs/postgresql.md)"
+            )
         raise StartupError(
             f"cannot open the memory at {settings.database_shown}: {reason}"
         ) from None

@@ -112,6 +112,30 @@ def test_start_stops_when_config_and_meta_disagree(tmp_path: Path) -> None:
     assert "24" in caught.value.detail and "16" in caught.value.detail
 
 
+def test_a_migration_the_database_refuses_stops_the_start_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL's first start, by a role that may not create pgvector in a database
+    without it: the driver's reason and what to do, not a traceback with its SQL."""
+    from sqlalchemy.exc import ProgrammingError
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        driver = Exception(
+            'permission denied to create extension "vector"\n'
+            "HINT:  Must have CREATE privilege on current database to create this extension."
+        )
+        raise ProgrammingError("CREATE EXTENSION IF NOT EXISTS vector", {}, driver)
+
+    monkeypatch.setattr(migrate, "upgrade", refused)
+    with pytest.raises(StartupError) as caught:
+        open_runtime(make_settings(tmp_path))
+    detail = caught.value.detail
+    assert detail.startswith("cannot open the memory at ")
+    assert 'permission denied to create extension "vector"' in detail
+    assert "CREATE EXTENSION vector in that database" in detail
+    assert "\n" not in detail and "IF NOT EXISTS" not in detail and "HINT" not in detail
+
+
 def test_revision_files_follow_the_naming_rule_the_fast_head_check_reads() -> None:
     """migrate.upgrade skips Alembic when the memory is at head_revision(), which reads
     the file names: each file is `<revision>_<slug>.py`, in one numbered line."""
