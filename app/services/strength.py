@@ -14,6 +14,8 @@ SECONDS_PER_DAY = 86_400.0
 # Calibrated in the seed: recalls on days 2, 8, 30 and 90 reach ~120 days.
 RECALL_GAIN = 2.75
 NEW_FACT_STABILITY_DAYS = 1.0
+# The most decay a recall's exp() is given (see recall_values).
+EXP_FLOOR = 700.0
 
 
 def strength(elapsed_days: float, stability_days: float) -> float:
@@ -43,7 +45,10 @@ def recall_values(now: float | ColumnElement[float]) -> dict[str, Any]:
     Written as one UPDATE so that two concurrent recalls serialize on the write
     lock and each one builds on the other: both count.
     """
-    current = func.exp(-decay_sql(now))
+    # PostgreSQL's exp() raises on underflow (below about -708) where SQLite's gives 0:
+    # a fact unread for two years of its stability could never be recalled again. At
+    # -700 the strength is ~1e-304, nothing to the sum below.
+    current = func.exp(greatest(-decay_sql(now), -EXP_FLOOR))
     return {
         "stability_days": facts.c.stability_days * (1 + RECALL_GAIN * (1 - current)),
         "last_recall_at": now,

@@ -38,6 +38,23 @@ def test_recalls_on_days_2_8_30_90_reach_about_120_days(actor, clock) -> None:
     assert later.recall_count == 4  # peek is not a recall
 
 
+def test_a_fact_unread_for_years_is_recalled_like_any_other(actor, clock) -> None:
+    """Its strength is 0 to a float: the recall multiplies stability by 3.75 (PostgreSQL's
+    exp() raised on the underflow, a 500 for every read and search that met the fact)."""
+    reader = actor()
+    with reader.tx() as (conn, ctx):
+        fact_id = facts.store_fact(conn, ctx, facts.NewFact("/old", "an ancient fact")).id
+    clock.advance(days=750)
+    with reader.tx() as (conn, ctx):
+        fact = facts.get_fact(conn, ctx, fact_id)
+    assert fact.stability_days == pytest.approx(3.75, rel=1e-12)
+    clock.advance(days=5000)
+    with reader.tx() as (conn, ctx):
+        fact = facts.get_fact(conn, ctx, fact_id)
+    assert fact.stability_days == pytest.approx(3.75 * 3.75, rel=1e-12)
+    assert fact.recall_count == 2
+
+
 def test_strength_is_computed_at_read_time(actor, clock) -> None:
     reader = actor()
     with reader.tx() as (conn, ctx):
