@@ -126,11 +126,15 @@ class _Enforcer(casbin.Enforcer):
         return evaluator
 
 
-def build_enforcer(engine: Engine) -> casbin.Enforcer:
+def build_enforcer(bind: Engine | Connection) -> casbin.Enforcer:
+    """The enforcer of the policy lines `bind` reads. Given a connection, the adapter's
+    session joins its transaction: the lines come from the caller's snapshot, and no
+    second connection is drawn while the caller holds one (a cold server's first
+    requests, each holding one, waited on the pool for its timeout: 503s)."""
     model = casbin.model.Model()
     model.load_model_from_text(CASBIN_MODEL)
     # The table is created by the migrations, never by the adapter.
-    adapter = Adapter(engine, create_table=False)
+    adapter = Adapter(bind, create_table=False)
     enforcer = _Enforcer(model, adapter)
     enforcer.add_function("objectMatch", object_match)
     enforcer.add_function("mayGrant", may_grant)
@@ -332,6 +336,6 @@ class AccessControl:
             if self._enforcer is None or version != self._version:
                 # Build a fresh enforcer and swap it in whole: requests already
                 # holding the old one finish with a consistent view.
-                fresh = build_enforcer(self._engine)
+                fresh = build_enforcer(conn)
                 self._enforcer, self._version = fresh, version
             return self._enforcer

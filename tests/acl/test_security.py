@@ -312,3 +312,26 @@ def test_a_node_a_subject_may_tag_is_visible_to_it(rt: Runtime, actor: MakeActor
     assert node.children == [Child("/t/inner", 0)]
     with Memory(rt).transaction("stranger") as (conn, ctx), pytest.raises(NotFound):
         path_service.describe_path(conn, ctx, "/t")
+
+
+def test_rules_are_read_on_the_callers_connection(rt: Runtime) -> None:
+    """Reloading the rules draws no second connection from the pool: a cold server's
+    first requests, each holding one, waited for the pool's timeout (503s with
+    database.pool_size 1), and the lines now come from the snapshot their version did."""
+    from sqlalchemy import event
+
+    drawn: list[object] = []
+
+    def count(*_args: object) -> None:
+        drawn.append(object())
+
+    add(rt, "p, alice, path:/a/*, read, allow")
+    with rt.engine.connect() as conn:
+        event.listen(rt.engine, "checkout", count)
+        try:
+            rt.access._version = -1  # as after another process changed the rules
+            enforcer = rt.access.current(conn)
+        finally:
+            event.remove(rt.engine, "checkout", count)
+    assert drawn == []
+    assert ["alice", "path:/a/*", "read", "allow"] in enforcer.get_policy()
