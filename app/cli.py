@@ -310,7 +310,9 @@ def mcp_command(
         # A role's name is never a subject: the API refuses such a token, so does this.
         mem.refuse_role_name(subject)
         warn_without_model(mem)
-        anyio.run(serve_stdio, mem.via("mcp"), subject)
+        stopped = anyio.run(serve_stdio, mem.via("mcp"), subject)
+    if stopped:  # by SIGTERM, the memory closed: the status a signal's end gives
+        sys.exit(128 + signal.SIGTERM)
 
 
 def check_port_free(host: str, port: int) -> None:
