@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.db import faults
+from app.db.dialects import backend
 from app.dirs import DATABASE_COMPANIONS, make_private_dir
 from app.errors import ConfigError
 
@@ -163,38 +164,10 @@ def connect_file(path: Path | str) -> Any:
     return conn
 
 
-# How long a close waits to fold the WAL while other connections read or write it.
-CHECKPOINT_WAIT_MS = 200
-
-
 def close_engine(engine: Engine) -> None:
-    """Close the engine's pooled connections; on SQLite, fold the WAL into the file first.
-
-    The last connection to close folds the WAL into memory.db and removes -wal and -shm.
-    While another process still has the file open (a command, a second server) they stay,
-    the WAL holding pages memory.db lacks: a backup copied over memory.db then had that
-    stale WAL replayed onto it (integrity_check: malformed). A TRUNCATE checkpoint moves
-    every commit into memory.db and empties the WAL whoever else has the file open. It
-    waits for readers of older snapshots, and writers wait for it meanwhile: a command
-    closing beside a busy server gives up after CHECKPOINT_WAIT_MS rather than hold the
-    server's writes (the server's own close, or the last connection's, folds it later).
-    """
-    if engine.dialect.name == "sqlite":
-        try:
-            # The driver's own connection: the engine's `begin` event would open a
-            # transaction around the pragma.
-            dbapi_conn = engine.raw_connection()
-            try:
-                cursor = dbapi_conn.cursor()
-                cursor.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
-                busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            finally:
-                dbapi_conn.close()
-            if busy:
-                log.debug("the WAL was not emptied: another connection was busy with it")
-        except Exception as exc:
-            # Closing goes on: the WAL is replayed at the next open, as after a crash.
-            log.warning("the WAL could not be folded into the memory file: %s", exc)
+    """Close the engine's pooled connections, the database's log folded into it first
+    (its backend's fold_log: on SQLite, the WAL into memory.db)."""
+    backend(engine).fold_log(engine)
     engine.dispose()
 
 

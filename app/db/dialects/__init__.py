@@ -213,6 +213,12 @@ class Backend(Protocol):
         """Before migrating: replicas starting at once migrate one after the other."""
         ...
 
+    def fold_log(self, engine: Engine) -> None:
+        """Before the engine closes: what the database's write-ahead log holds goes into
+        the database itself, so that the memory's file alone is the memory (a backup
+        put back in its place must not meet a log written for the old one)."""
+        ...
+
     def lock_tree(self, conn: Connection) -> None:
         """Before changing the tree (a new node, a path tag): one such change at a time,
         since each recomputes inherited tags from what it can see."""

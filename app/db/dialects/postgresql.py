@@ -844,6 +844,9 @@ class PostgresBackend:
         # none yet. The second replica waits, then finds the schema at head.
         conn.execute(text(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
 
+    def fold_log(self, engine: Engine) -> None:
+        pass  # the server keeps its own log, and a backup is pg_dump's
+
     def lock_tree(self, conn: Connection) -> None:
         # The migration's function: one advisory lock, held to the end of the transaction.
         conn.execute(text("SELECT embornal_lock_tree()"))

@@ -4,6 +4,7 @@ in-memory vector index."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from app.db.statements import Statements
 from app.db.tables import facts, facts_fts
 
 _FTS: Any = literal_column("facts_fts")
+log = logging.getLogger(__name__)
+# How long a close waits to fold the WAL while other connections read or write it.
+CHECKPOINT_WAIT_MS = 200
 
 
 def _in_content(term: str) -> str:
@@ -209,6 +213,32 @@ class SqliteBackend:
 
     def lock_schema(self, conn: Connection) -> None:
         pass  # BEGIN IMMEDIATE: the migration holds the one write lock
+
+    def fold_log(self, engine: Engine) -> None:
+        """The last connection to close folds the WAL into memory.db and removes -wal and
+        -shm. While another process still has the file open (a command, a second server)
+        they stay, the WAL holding pages memory.db lacks: a backup copied over memory.db
+        then had that stale WAL replayed onto it (integrity_check: malformed). A TRUNCATE
+        checkpoint moves every commit into memory.db and empties the WAL whoever else has
+        the file open. It waits for readers of older snapshots, and writers wait for it
+        meanwhile: a command closing beside a busy server gives up after
+        CHECKPOINT_WAIT_MS rather than hold the server's writes (the server's own close,
+        or the last connection's, folds it later)."""
+        try:
+            # The driver's own connection: the engine's `begin` event would open a
+            # transaction around the pragma.
+            dbapi_conn = engine.raw_connection()
+            try:
+                cursor = dbapi_conn.cursor()
+                cursor.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+                busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                dbapi_conn.close()
+            if busy:
+                log.debug("the WAL was not emptied: another connection was busy with it")
+        except Exception as exc:
+            # Closing goes on: the WAL is replayed at the next open, as after a crash.
+            log.warning("the WAL could not be folded into the memory file: %s", exc)
 
     def lock_tree(self, conn: Connection) -> None:
         pass  # a write transaction holds the database's one write lock already
