@@ -81,37 +81,45 @@ def check_tag(key: str, value: str, field: str = "tags") -> tuple[str, str]:
     return key, value
 
 
-def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") -> dict[str, str]:
-    """Check a fact's own tags; the memory alone writes the owner tag."""
-    tags = dict(tags or {})
+def _checked_tags(
+    tags: Mapping[str, str], limit: int, field: str, *, carrier: str, owner_refusal: str
+) -> dict[str, str]:
+    """Tags checked one by one, at most `limit`, none `owner` and no key twice once
+    folded to lowercase ({"Team": "a", "team": "b"} would keep one value unsaid)."""
     if len(tags) > limit:
-        raise invalid(field, f"a fact carries at most {limit} tags, not {len(tags)}")
+        raise invalid(field, f"{carrier} carries at most {limit} tags, not {len(tags)}")
     checked: dict[str, str] = {}
-    for raw_key, value in tags.items():
-        key, value = check_tag(raw_key, value, field)
+    for raw_key, raw_value in tags.items():
+        key, value = check_tag(raw_key, raw_value, field)
         if key == OWNER_KEY:
-            raise invalid(field, "the owner tag is written by the memory from the token's subject")
+            raise invalid(field, owner_refusal)
         if key in checked:
             raise invalid(field, f"tag {key!r} is given twice")
         checked[key] = value
     return checked
 
 
+def check_tags(tags: Mapping[str, str] | None, limit: int, field: str = "tags") -> dict[str, str]:
+    """Check a fact's own tags; the memory alone writes the owner tag."""
+    return _checked_tags(
+        dict(tags or {}),
+        limit,
+        field,
+        carrier="a fact",
+        owner_refusal="the owner tag is written by the memory from the token's subject",
+    )
+
+
 def check_path_tags(tags: Mapping[str, str]) -> dict[str, str]:
     """Check tags set on a node: an `owner` there could never reach a fact (a fact's
     own owner tag always wins), so setting one would only mislead."""
-    if len(tags) > MAX_PATH_TAGS:
-        raise invalid("tags", f"a node carries at most {MAX_PATH_TAGS} tags, not {len(tags)}")
-    checked: dict[str, str] = {}
-    for raw_key, raw in tags.items():
-        key, value = check_tag(raw_key, raw)
-        if key == OWNER_KEY:
-            raise invalid("tags", "a path tag may not be 'owner': every fact carries its own")
-        # Keys fold to lowercase: {"Team": "a", "team": "b"} would keep one value unsaid.
-        if key in checked:
-            raise invalid("tags", f"tag {key!r} is given twice")
-        checked[key] = value
-    return checked
+    return _checked_tags(
+        tags,
+        MAX_PATH_TAGS,
+        "tags",
+        carrier="a node",
+        owner_refusal="a path tag may not be 'owner': every fact carries its own",
+    )
 
 
 def parse_tag_filter(text: str, field: str = "tag") -> tuple[str, str]:
