@@ -39,7 +39,7 @@ from app.acl.model import ADMIN, EVERYONE
 from app.acl.scope import fact_scope
 from app.db import migrate
 from app.db.dialects import backend
-from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_OWNER, SEED_PATHS, is_seed_fact
+from app.db.seed import FRESH_POLICIES, MEMORY_FACTS, SEED_PATHS, is_seed_fact
 from app.db.tables import (
     casbin_rule,
     fact_tags,
@@ -189,15 +189,12 @@ def is_fresh(conn: Connection) -> bool:
             facts.c.owner,
             facts.c.supersedes_id,
             facts.c.deleted_at,
-        )
-        .join(paths, paths.c.id == facts.c.path_id)
-        .order_by(facts.c.id)
+        ).join(paths, paths.c.id == facts.c.path_id)
     ).all()
-    expected = [
-        (number, "/memory", text, SEED_OWNER, None, None)
-        for number, text in enumerate(MEMORY_FACTS, start=1)
-    ]
-    if [tuple(row) for row in rows] != expected:
+    if len(rows) != len(MEMORY_FACTS) or not all(
+        is_seed_fact(fact_id, path, content, owner) and supersedes is None and deleted is None
+        for fact_id, path, content, owner, supersedes, deleted in rows
+    ):
         return False
     rules = conn.execute(
         select(casbin_rule.c.ptype, *(casbin_rule.c[f"v{i}"] for i in range(6)))
