@@ -54,6 +54,7 @@ class Runtime:
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _side: ThreadPoolExecutor | None = field(default=None, repr=False)
     _side_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _closed: bool = field(default=False, repr=False)
 
     def side_work(self) -> ThreadPoolExecutor:
         """Threads for work a request hands off while it does its own (hybrid's keyword
@@ -255,7 +256,13 @@ class Runtime:
             log.exception("the vector index failed to load")
 
     def close(self) -> None:
+        """Close the memory; once (`serve` hands its runtime to the app, which closes it
+        at shutdown, and its own `with` then closes it again: a second fold of the WAL
+        would open a connection to do nothing)."""
         with self._side_lock:
+            if self._closed:
+                return
+            self._closed = True
             if self._side is not None:
                 self._side.shutdown(wait=True)
                 self._side = None
