@@ -309,26 +309,45 @@ def load_settings(
     env = os.environ if env is None else env
     dirs = dirs or resolve_dirs(env)
     path = config_file or dirs.config_file
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"{path}: the config file is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
-                f"at offset {exc.start}); save it as UTF-8"
-            ) from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(_yaml_problem(path, exc)) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the config file must be a mapping of sections")
-        data = loaded or {}
+    return settings_from_text(read_config(path) or "", path, dirs, env)
+
+
+def read_config(path: Path) -> str | None:
+    """The text of the config file at `path`, None when there is none; ConfigError when it
+    cannot be read as UTF-8."""
+    if not path.exists():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: the config file is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+            f"at offset {exc.start}); save it as UTF-8"
+        ) from None
+
+
+def parse_config(text: str, path: Path) -> dict[str, Any]:
+    """The sections of a config file's text (`path` names it in messages)."""
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_problem(path, exc)) from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the config file must be a mapping of sections")
+    data: dict[str, Any] = loaded or {}
     for section, values in data.items():
         if section in SECTIONS and values is not None and not isinstance(values, dict):
             raise ConfigError(f"{path}: '{section}' must be a mapping of keys")
-    data = {k: (v if v is not None else {}) for k, v in data.items()}
+    return data
+
+
+def settings_from_text(text: str, path: Path, dirs: Dirs, env: Mapping[str, str]) -> Settings:
+    """The settings that `text`, as the config file at `path`, gives under `env`'s
+    EMBORNAL_* overrides, or ConfigError: what load_settings does once it has read the
+    file, so a file can be checked before it is written."""
+    data = {k: (v if v is not None else {}) for k, v in parse_config(text, path).items()}
 
     overrides, origin = _env_overrides(env)
     for section, values in overrides.items():
