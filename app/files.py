@@ -3,6 +3,7 @@
 A file is written beside its target under a temporary name (mode 0600 from the
 start, as mkstemp creates it) and renamed over the target at the end, so a
 reader never sees half a file and a failure leaves whatever was there before.
+A file the owner made and the memory rewrites (config.yaml) keeps the owner's mode.
 """
 
 from __future__ import annotations
@@ -16,17 +17,22 @@ from typing import IO
 
 from app.errors import Conflict, EmbornalError, InvalidInput
 
+PRIVATE_FILE_MODE = 0o600
+
 
 @contextmanager
-def private_file(target: Path, *, force: bool = False) -> Iterator[IO[str]]:
-    """A UTF-8 text file that appears at `target` whole or not at all, mode 0600."""
+def private_file(
+    target: Path, *, force: bool = False, mode: int = PRIVATE_FILE_MODE
+) -> Iterator[IO[str]]:
+    """A UTF-8 text file that appears at `target` whole or not at all, mode 0600 (or
+    `mode`). Lines end as written: newline translation is off."""
     tmp = temp_beside(target, force=force)
     try:
         with tmp.open("w", encoding="utf-8", newline="\n") as out:
             yield out
             out.flush()
             os.fsync(out.fileno())
-        publish(tmp, target)
+        publish(tmp, target, mode=mode)
     except OSError as exc:
         # A full disk (ENOSPC) or a failing one: one line, and no partial file anywhere.
         tmp.unlink(missing_ok=True)
@@ -55,9 +61,9 @@ def temp_beside(target: Path, *, force: bool) -> Path:
     return Path(name)
 
 
-def publish(tmp: Path, target: Path) -> None:
-    """Rename the finished `tmp` over `target`, durably."""
-    os.chmod(tmp, 0o600)
+def publish(tmp: Path, target: Path, *, mode: int = PRIVATE_FILE_MODE) -> None:
+    """Rename the finished `tmp` over `target`, durably, with `mode`."""
+    os.chmod(tmp, mode)
     os.replace(tmp, target)
     with suppress(OSError):  # not every filesystem lets a directory be fsynced
         dir_fd = os.open(target.parent, os.O_RDONLY)
