@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from app import __version__
-from app.dirs import Dirs, make_private_dir, move_legacy_files, resolve_dirs
+from app.dirs import Dirs, move_legacy_files, resolve_dirs
 from app.errors import EmbornalError
 from app.identifiers import for_display
 from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
@@ -967,29 +967,22 @@ def model_use(
     name: Annotated[str, typer.Argument(help="Catalog name, e.g. minilm-l6 (offline)")],
 ) -> None:
     """Switch to another model: write config.yaml, move the vectors, re-embed every fact."""
-    import yaml
-
+    from app.config_edit import set_embedding_model
     from app.usecases import models
 
     spec = models.spec(name)
     # Its files first: a model that cannot be fetched leaves config.yaml and the memory
     # as they were (a config naming it would stop the next start on the width check).
     model_pull(spec.name)
-    config_file = state.dirs.config_file
-    data: dict[str, Any] = {}
-    if config_file.exists():
-        data = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
-    data.setdefault("embedding", {})
-    data["embedding"] = {**(data["embedding"] or {}), "model": spec.name, "width": spec.width}
-    make_private_dir(config_file.parent)
-    config_file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    state.settings = None
-    config = settings()  # validated again, env overrides included
+    # The two keys change; the rest of the owner's file stays as written.
+    state.settings = config = set_embedding_model(state.dirs, spec.name, spec.width)
     if (config.embedding.model, config.embedding.width) != (spec.name, spec.width):
         raise EmbornalError(
             "EMBORNAL_EMBEDDING__* variables override config.yaml; unset them to switch models"
         )
-    typer.echo(f"{config_file}: embedding.model = {spec.name}, embedding.width = {spec.width}")
+    typer.echo(
+        f"{state.dirs.config_file}: embedding.model = {spec.name}, embedding.width = {spec.width}"
+    )
     memory_reindex(rebuild=True)
 
 

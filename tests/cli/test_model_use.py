@@ -1,0 +1,83 @@
+"""`embornal model use NAME` writes the two keys into the owner's config.yaml and leaves
+the rest of it as written (tests/test_config_edit.py holds the cases of the edit)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from app import cli
+from app.embeddings.catalog import ModelSpec
+from app.settings import Settings
+from tests.conftest import TEST_WIDTH, TINY, TINY_WIDTH
+
+OWNED = f"""\
+# The memory on my laptop.
+
+server:
+  port: 9999               # 8420 is taken
+  log_level: "debug"
+
+embedding:
+  # none until the model is fetched
+  model: none              # keyword search only
+  width: {TEST_WIDTH}                # the memory's width
+  batch_size: 8            # a small machine
+
+# Tokens live a month at most.
+auth:
+  max_token_lifetime: 30d
+"""
+
+
+@pytest.fixture
+def home_env(home: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The command line on the test memory, no EMBORNAL_EMBEDDING__* variable: the
+    config file decides."""
+    monkeypatch.setenv("EMBORNAL_HOME", str(home))
+    for name in ("EMBORNAL_EMBEDDING__MODEL", "EMBORNAL_EMBEDDING__WIDTH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cli.state, "settings", None)
+    return home
+
+
+def use(name: str) -> Result:
+    return CliRunner().invoke(cli.app, ["model", "use", name])
+
+
+def test_model_use_keeps_the_owners_config_but_the_two_values(
+    home_env: Path, tiny_model: ModelSpec
+) -> None:
+    config = home_env / "config.yaml"
+    config.write_text(OWNED)
+    config.chmod(0o600)
+    switched = use(TINY)
+    assert switched.exit_code == 0, switched.output
+    assert f"embedding.model = {TINY}, embedding.width = {TINY_WIDTH}" in switched.output
+    assert config.read_text() == OWNED.replace(
+        "model: none              #", f"model: {TINY}           #"
+    ).replace(f"width: {TEST_WIDTH}                #", f"width: {TINY_WIDTH}                #")
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+
+
+def test_model_use_without_a_config_file_makes_a_private_one(
+    home_env: Path, tiny_model: ModelSpec
+) -> None:
+    config = home_env / "config.yaml"
+    assert not config.exists()
+    switched = use(TINY)
+    assert switched.exit_code == 0, switched.output
+    assert config.read_text() == f"embedding:\n  model: {TINY}\n  width: {TINY_WIDTH}\n"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+
+
+def test_model_use_adds_the_section_a_config_lacks(home_env: Path, tiny_model: ModelSpec) -> None:
+    config = home_env / "config.yaml"
+    text = "# only the port\nserver:\n  port: 9999  # 8420 is taken\n"
+    config.write_text(text)
+    switched = use(TINY)
+    assert switched.exit_code == 0, switched.output
+    assert config.read_text() == text + f"embedding:\n  model: {TINY}\n  width: {TINY_WIDTH}\n"
