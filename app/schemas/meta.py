@@ -43,4 +43,8 @@ class Ready(BaseModel):
     database: Check
     migrations: Check
     model: ModelState
-    index: Check = Field(description="The vector index: loaded into this process's memory")
+    index: Check = Field(
+        description="The vector index: loaded into this process's memory (SQLite); in the "
+        "database, with the pgvector extension and its HNSW index (PostgreSQL). `detail` "
+        "names a part a restore left out, and how to put it back"
+    )

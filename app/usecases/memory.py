@@ -204,7 +204,9 @@ class Readiness:
     database: Check
     migrations: Check
     model: ModelState
-    index: Check  # the vector index, loaded into this process's memory
+    # The vector index: loaded into this process's memory (SQLite); in the database, with
+    # the pgvector extension and its HNSW index (PostgreSQL).
+    index: Check
 
     @property
     def ok(self) -> bool:
@@ -1107,19 +1109,25 @@ class Memory:
         return self.runtime.found_at_revision, migrate.head_revision()
 
     def readiness(self) -> Readiness:
-        """Database reachable, schema at head, and which model is loaded (no subject).
+        """Database reachable, schema at head, vectors in place, and which model is
+        loaded (no subject).
 
         Without a model the memory is still ready: keyword search and stores work,
-        and facts wait for one.
+        and facts wait for one. Without its vectors' table (a PostgreSQL restore that
+        left it or pgvector out) it is not, whatever its revision says: every store with
+        a model and every search by meaning needs the table.
         """
         rt = self.runtime
         database = Check(False, "the database cannot be reached")
         migrations = Check(False, "not checked: no database")
+        missing = None
         try:
             with read_transaction(rt.engine) as conn:
                 conn.execute(text("SELECT 1"))
                 database = Check(True)
                 current, head = migrate.current_revision(conn), migrate.head_revision()
+                if current == head:
+                    missing = backend(conn).vectors.missing(conn)
             if current == head:
                 migrations = Check(True, f"at head {head}")
                 rt.follow_model()
@@ -1136,11 +1144,12 @@ class Memory:
                 log.exception("readiness check failed")
         model = rt.model
         named = None if model.name == NO_MODEL else model.name
-        index = (
-            Check(True, "loaded")
-            if rt.vector_index.ready.is_set()
-            else Check(False, "the vector index is not loaded (see the log)")
-        )
+        if missing is not None and not missing.usable:
+            index = Check(False, missing.detail)
+        elif not rt.vector_index.ready.is_set():
+            index = Check(False, "the vector index is not loaded (see the log)")
+        else:
+            index = Check(True, missing.detail if missing is not None else "loaded")
         return Readiness(
             database,
             migrations,

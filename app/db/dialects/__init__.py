@@ -21,6 +21,7 @@ compiled per dialect, in app.db.dialects.functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -102,6 +103,17 @@ def walk_matches(
     return conn.execute(stmt, keywords.match_params(terms, limit, scope)).all()
 
 
+@dataclass(frozen=True)
+class VectorsMissing:
+    """A part of the vectors' schema that is not in the database although its revision
+    says the schema is complete (a restore that skipped it): `detail` says what and how
+    to put it back, for the operator and for /readyz (no SQL statement, no file path).
+    `usable`: searches and stores still work without it, only slower."""
+
+    detail: str
+    usable: bool = False
+
+
 class Vectors(Protocol):
     @property
     def in_database(self) -> bool:
@@ -137,6 +149,11 @@ class Vectors(Protocol):
 
     def estimated_vectors(self, conn: Connection) -> int:
         """About how many vectors the memory holds (a planner's estimate will do)."""
+        ...
+
+    def missing(self, conn: Connection) -> VectorsMissing | None:
+        """What of the vectors' schema the database lacks (one look at its catalog), or
+        None: asked by readiness, never before each request."""
         ...
 
     def nearest(

@@ -49,7 +49,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType, TypeDecorator
 
-from app.db.dialects import StatementOf, walk_matches
+from app.db.dialects import StatementOf, VectorsMissing, walk_matches
 from app.db.statements import Statements
 from app.db.tables import facts
 from app.errors import Unavailable
@@ -509,6 +509,55 @@ def _as_array(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
+# What a restore can leave out while the schema's revision says the memory is complete
+# (where the restoring role may not create the extension, pg_restore goes on without it,
+# facts_vec, its keys and its HNSW index), each with the owner's way back:
+# docs/postgresql.md, "Backups".
+_REMAKE = (
+    "restore the dump again into a database where the pgvector extension is installed, "
+    "or run `embornal memory reindex --rebuild`, which makes facts_vec again and embeds "
+    "every fact (docs/postgresql.md, Backups)"
+)
+NO_EXTENSION = (
+    "the pgvector extension (vector) is not installed in this database, and the vector "
+    "table facts_vec cannot hold vectors without it: an administrator installs it (CREATE "
+    f"EXTENSION vector), then {_REMAKE}"
+)
+NO_TABLE = f"the vector table facts_vec is missing (a restore that skipped it?): {_REMAKE}"
+NO_COLUMN = (
+    "the vector table facts_vec has lost its vectors (the pgvector extension was removed "
+    f"and put back?): {_REMAKE}"
+)
+NO_INDEX = (
+    f"the vector table facts_vec has no HNSW index ({HNSW_INDEX}): searches by meaning "
+    "read every vector, slowly in a large memory; restore it from the dump (pg_restore "
+    f"--index={HNSW_INDEX}) or run `embornal memory reindex --rebuild` (docs/postgresql.md, "
+    "Backups)"
+)
+# One look at the catalog (~0.1 ms): the extension, facts_vec, its vector column, its
+# HNSW index, by the names the queries use (the search path's).
+_PARTS = text(
+    "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'vector'), "
+    "to_regclass('facts_vec') IS NOT NULL, "
+    "EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass('facts_vec') "
+    "AND attname = 'embedding' AND NOT attisdropped), "
+    f"to_regclass('{HNSW_INDEX}') IS NOT NULL"
+)
+
+
+def vectors_missing(conn: Connection) -> VectorsMissing | None:
+    extension, table, column, index = conn.execute(_PARTS).one()
+    if not extension:
+        return VectorsMissing(NO_EXTENSION)
+    if not table:
+        return VectorsMissing(NO_TABLE)
+    if not column:
+        return VectorsMissing(NO_COLUMN)
+    if not index:
+        return VectorsMissing(NO_INDEX, usable=True)
+    return None
+
+
 class PostgresVectors:
     in_database = True
 
@@ -541,6 +590,9 @@ class PostgresVectors:
 
     def build_index(self, conn: Connection) -> None:
         build_hnsw_index(conn)
+
+    def missing(self, conn: Connection) -> VectorsMissing | None:
+        return vectors_missing(conn)
 
     def estimated_vectors(self, conn: Connection) -> int:
         # The planner's estimate (kept by ANALYZE and autovacuum): a count would read

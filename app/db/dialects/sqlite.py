@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.db.dialects import StatementOf, walk_matches
+from app.db.dialects import StatementOf, VectorsMissing, walk_matches
 from app.db.statements import Statements
 from app.db.tables import facts, facts_fts
 
@@ -140,6 +140,9 @@ class SqliteVectors:
 
     def estimated_vectors(self, conn: Connection) -> int:
         raise NotImplementedError("SQLite's in-memory index counts its own vectors")
+
+    def missing(self, conn: Connection) -> VectorsMissing | None:
+        return None  # one file, copied whole: no restore leaves a table out
 
     def nearest(
         self,
