@@ -40,7 +40,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from app.db import faults
 from app.db.dialects import backend
 from app.dirs import DATABASE_COMPANIONS, make_private_dir
-from app.errors import ConfigError
+from app.errors import ConfigError, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +323,24 @@ def faults_as_problems(engine: Engine) -> Iterator[None]:
     except (DBAPIError, PoolTimeout) as exc:
         timeout = getattr(engine.pool, "timeout", None)
         problem = faults.as_problem(exc, pool_timeout=timeout() if callable(timeout) else None)
+        if problem is None and faults.names_a_missing_object(exc):
+            problem = _vectors_missing(engine)
         if problem is None:
             raise
         faults.log_fault(exc, problem)
         raise problem from None
+
+
+def _vectors_missing(engine: Engine) -> Unavailable | None:
+    """The 503 of a statement that failed on a part of the vectors' schema the database
+    lacks (a restore without pgvector, or one that skipped facts_vec), or None when no
+    such part is missing. Asked only after a failure: a request that succeeds pays
+    nothing, and the memory follows the owner's repair without a restart."""
+    try:
+        with engine.connect() as conn:  # the failed transaction is over: a fresh one
+            missing = backend(engine).vectors.missing(conn)
+    except (DBAPIError, PoolTimeout):
+        return None  # the statement's own error says more
+    if missing is None or missing.usable:
+        return None
+    return Unavailable(missing.detail)

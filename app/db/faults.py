@@ -115,6 +115,20 @@ def _postgres_fault(sqlstate: str | None, exc: DBAPIError) -> EmbornalError | No
     return None
 
 
+# undefined_table, undefined_column, undefined_object (a type), undefined_function (an
+# operator): what a statement meets where a restore left out a part of the schema.
+PG_UNDEFINED = {"42P01", "42703", "42704", "42883"}
+
+
+def names_a_missing_object(exc: BaseException) -> bool:
+    """Whether the database refused a statement for naming something it does not hold
+    (app.db.engine then asks what of the schema is missing)."""
+    orig = getattr(exc, "orig", None)
+    return type(orig).__module__.partition(".")[0] == "psycopg" and (
+        getattr(orig, "sqlstate", None) in PG_UNDEFINED
+    )
+
+
 # psycopg's errors that carry no SQLSTATE and mean the connection is unusable.
 _PSYCOPG_CONNECTION_ERRORS = {"OperationalError", "InterfaceError", "ConnectionTimeout"}
 

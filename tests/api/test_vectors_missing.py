@@ -2,16 +2,20 @@
 restore without pgvector leaves (pg_restore skips the extension, then facts_vec, its
 keys and its HNSW index, and goes on).
 
-Before, /readyz answered ready. Now it is a 503 naming what is missing and the way back
-(docs/postgresql.md, Backups). A missing HNSW index alone leaves every request working
-(an exact scan): ready, the detail names it.
+Before, /readyz answered ready, and every store with a model and every search by
+meaning was a 500 ("The server failed to handle the request.") with the driver's
+traceback in the log; keyword search and stores without a model worked. Now /readyz
+is a 503 naming what is missing and the way back (docs/postgresql.md, Backups), those
+requests are 503 problems saying the same, and keyword search still works. A missing
+HNSW index alone leaves every request working (an exact scan): ready, the detail
+names it.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,8 @@ from fastapi.testclient import TestClient
 from app.embeddings.fake import FakeEmbedder
 from app.main import create_app
 from app.runtime import Runtime, open_runtime
-from tests.api.conftest import Auth
+from app.usecases.memory import Memory
+from tests.api.conftest import Auth, assert_problem
 from tests.conftest import TEST_WIDTH, both_backends, make_settings
 from tests.postgres import PostgresForTests
 
@@ -39,6 +44,7 @@ NAMED = {
     "extension": "the pgvector extension (vector) is not installed",
     "column": "the vector table facts_vec has lost its vectors",
 }
+LEAKS = ("Traceback", "SELECT", "INSERT", "relation", "psycopg", "/tmp", "sqlalchemy")
 
 
 def drop(rt: Runtime, what: str) -> None:
@@ -56,6 +62,13 @@ def search(client: TestClient, auth: Auth, mode: str, q: str = "apples") -> Any:
     return client.get("/v1/search", params={"q": q, "mode": mode}, headers=auth("default"))
 
 
+def assert_unavailable(response: Any, named: str) -> None:
+    body = assert_problem(response, 503)
+    assert named in body["detail"] and "docs/postgresql.md" in body["detail"], body
+    for leak in LEAKS:
+        assert leak not in response.text, response.text
+
+
 @pytest.mark.parametrize("what", list(DROPS))
 def test_readyz_says_what_is_missing_and_how_to_put_it_back(
     what: str, client: TestClient, rt: Runtime
@@ -71,6 +84,33 @@ def test_readyz_says_what_is_missing_and_how_to_put_it_back(
     detail = body["index"]["detail"]
     assert detail.startswith(NAMED[what]), detail
     assert "embornal memory reindex --rebuild" in detail and "docs/postgresql.md" in detail
+
+
+@pytest.mark.parametrize("what", list(DROPS))
+def test_searches_by_meaning_and_stores_that_embed_are_503s_keyword_search_works(
+    what: str,
+    client: TestClient,
+    auth: Auth,
+    rt: Runtime,
+    fact_count: Callable[[], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    assert store(client, auth, "green apples keep a month").status_code == 201
+    drop(rt, what)
+    facts = fact_count()
+    caplog.clear()
+    assert_unavailable(search(client, auth, "semantic"), NAMED[what])
+    assert_unavailable(search(client, auth, "hybrid"), NAMED[what])
+    assert_unavailable(store(client, auth, "red apples keep a week"), NAMED[what])
+    assert fact_count() == facts  # the refused store wrote nothing
+    # One warning line a request, never a traceback.
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    found = search(client, auth, "keyword")
+    assert found.status_code == 200, found.text
+    assert [r["fact"]["content"] for r in found.json()["results"]] == ["green apples keep a month"]
+    rt.embedder = None  # a store without a model needs no vector: it waits for one
+    assert store(client, auth, "apples waiting").status_code == 201
 
 
 def test_a_missing_hnsw_index_alone_is_named_and_everything_works(
@@ -92,6 +132,30 @@ def test_a_missing_hnsw_index_alone_is_named_and_everything_works(
         found = search(client, auth, mode)
         assert found.status_code == 200, found.text
         assert found.json()["results"]
+
+
+@pytest.mark.parametrize("what", ["table", "extension"])
+def test_the_way_back_the_detail_names_works_without_a_restart(
+    what: str, client: TestClient, auth: Auth, rt: Runtime
+) -> None:
+    """CREATE EXTENSION (by an administrator) and `embornal memory reindex --rebuild`:
+    the running server is ready again at its next request, and finds by meaning the
+    facts stored before, now embedded again."""
+    rt.embedder = FakeEmbedder(TEST_WIDTH)
+    assert store(client, auth, "green apples keep a month").status_code == 201
+    drop(rt, what)
+    # As a server started on the restored database: its connections never saw the
+    # vector type. (Those of one running when the extension was dropped keep the old
+    # type's id, and writes through them fail until a restart.)
+    rt.engine.dispose()
+    assert client.get("/readyz").status_code == 503
+    with rt.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
+    assert Memory(rt).reindex(rebuild=True) >= 1
+    assert client.get("/readyz").json()["index"] == {"ok": True, "detail": "loaded"}
+    found = search(client, auth, "semantic", "green apples keep a month")
+    assert found.status_code == 200, found.text
+    assert found.json()["results"][0]["fact"]["content"] == "green apples keep a month"
 
 
 # --- the restore the docs warn about -------------------------------------------

@@ -11,6 +11,7 @@ them as IEEE halves.
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 from pgvector.psycopg import register_vector
 from pgvector.sqlalchemy import HALFVEC, VECTOR
 from sqlalchemy import (
@@ -53,6 +55,8 @@ from app.db.dialects import StatementOf, VectorsMissing, walk_matches
 from app.db.statements import Statements
 from app.db.tables import facts
 from app.errors import Unavailable
+
+log = logging.getLogger(__name__)
 
 # facts_vec as the PostgreSQL migration makes it (SQLite's holds codes instead).
 _VECTORS = table("facts_vec", column("fact_id"), column("embedding"))
@@ -501,7 +505,15 @@ def _binary_vectors(conn: Connection) -> None:
     (registered once per connection: it looks the type up)."""
     pooled = conn.connection
     if not pooled.info.get("pgvector"):
-        register_vector(pooled.dbapi_connection)  # type: ignore[arg-type]
+        try:
+            register_vector(pooled.dbapi_connection)  # type: ignore[arg-type]
+        except psycopg.ProgrammingError as exc:
+            if exc.sqlstate is not None:
+                raise  # the server's, not pgvector's finding
+            # pgvector's own, outside SQLAlchemy: its type lookup found no vector type,
+            # so the extension is not in this database.
+            log.warning("the vectors cannot be read or written: %s", exc)
+            raise Unavailable(NO_EXTENSION) from None
         pooled.info["pgvector"] = True
 
 
