@@ -248,6 +248,7 @@ def serve_command(
     with memory(load_model=True, download=config.embedding.download) as mem:
         rt = mem.runtime
         warn_without_model(mem)
+        warn_without_vectors(mem)
         verifier = TokenVerifier(config)
         uvicorn.run(
             # The app closes the runtime at shutdown: on SIGTERM uvicorn raises the
@@ -277,6 +278,22 @@ def warn_without_model(mem: Memory) -> None:
         typer.echo(
             f"no embedding model ({rt.model_problem}); serving keyword search, facts "
             f"wait for a model. {offline_hint()}",
+            err=True,
+        )
+
+
+def warn_without_vectors(mem: Memory) -> None:
+    """Say once, on stderr, what of the vectors' schema the database lacks (a restore
+    that left it out) and how to put it back: /readyz says the same while it lasts."""
+    missing = mem.runtime.vectors_missing
+    if missing is None:
+        return
+    if missing.usable:
+        typer.echo(f"warning: {missing.detail}", err=True)
+    else:
+        typer.echo(
+            f"not ready: {missing.detail}. Until then /readyz answers 503, and searches by "
+            "meaning and stores with a model are refused (503); keyword search works.",
             err=True,
         )
 

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 
 from app.acl.enforcer import AccessControl
 from app.db import migrate
+from app.db.dialects import VectorsMissing, backend
 from app.db.engine import close_engine, make_engine, read_transaction, write_transaction
 from app.embeddings import loader
 from app.embeddings.base import Embedder
@@ -49,6 +50,9 @@ class Runtime:
     adopted_from: str | None = None
     # The schema revision the memory was at when this runtime opened it (None: new).
     found_at_revision: str | None = None
+    # What of the vectors' schema the database lacked at start (a restore that left it
+    # out), for the server to say once; /readyz looks again each time it is asked.
+    vectors_missing: VectorsMissing | None = None
     # The revoked token ids this process checks requests against (app.services.tokens).
     revocations: RevocationList = field(default_factory=lambda: RevocationList(0.0))
     _switching: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -338,6 +342,8 @@ def open_runtime(
         if check_width:
             runtime.verify_width()
             runtime.record_model()
+        with read_transaction(engine) as conn:
+            runtime.vectors_missing = backend(conn).vectors.missing(conn)
     except Exception:
         engine.dispose()
         raise

@@ -5,26 +5,31 @@ keys and its HNSW index, and goes on).
 Before, /readyz answered ready, and every store with a model and every search by
 meaning was a 500 ("The server failed to handle the request.") with the driver's
 traceback in the log; keyword search and stores without a model worked. Now /readyz
-is a 503 naming what is missing and the way back (docs/postgresql.md, Backups), those
-requests are 503 problems saying the same, and keyword search still works. A missing
-HNSW index alone leaves every request working (an exact scan): ready, the detail
-names it.
+is a 503 naming what is missing and the way back (docs/postgresql.md, Backups), the
+server says so once at start, those requests are 503 problems saying the same, and
+keyword search still works. A missing HNSW index alone leaves every request working
+(an exact scan): ready, the detail names it.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from app import cli
 from app.embeddings.fake import FakeEmbedder
 from app.main import create_app
 from app.runtime import Runtime, open_runtime
+from app.settings import Settings
 from app.usecases.memory import Memory
 from tests.api.conftest import Auth, assert_problem
 from tests.conftest import TEST_WIDTH, both_backends, make_settings
@@ -158,6 +163,33 @@ def test_the_way_back_the_detail_names_works_without_a_restart(
     assert found.json()["results"][0]["fact"]["content"] == "green apples keep a month"
 
 
+def test_serve_says_once_at_start_that_the_memory_is_not_ready(
+    settings: Settings, rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    drop(rt, "table")
+    seen: dict[str, Any] = {}
+
+    def fake_run(app: FastAPI, **_options: Any) -> None:
+        with TestClient(app) as served:
+            seen["readyz"] = served.get("/readyz").status_code
+
+    monkeypatch.setenv("EMBORNAL_HOME", str(settings.dirs.config_dir))
+    monkeypatch.setenv("EMBORNAL_DATABASE__URL", str(settings.database.url))
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
+    monkeypatch.setenv("EMBORNAL_EMBEDDING__WIDTH", str(TEST_WIDTH))
+    monkeypatch.setattr(cli.state, "settings", None)
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    result = CliRunner().invoke(cli.app, ["serve", "--port", str(port)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("not ready: the vector table facts_vec is missing") == 1
+    assert seen["readyz"] == 503
+
+
 # --- the restore the docs warn about -------------------------------------------
 
 
@@ -220,6 +252,8 @@ def test_a_restore_by_a_role_that_may_not_create_the_extension_is_not_ready(
         )
         runtime = open_runtime(settings)
         try:
+            missing = runtime.vectors_missing
+            assert missing is not None and not missing.usable
             with TestClient(create_app(settings, runtime=runtime)) as client:
                 response = client.get("/readyz")
             assert response.status_code == 503

@@ -153,8 +153,8 @@ class Vectors(Protocol):
 
     def missing(self, conn: Connection) -> VectorsMissing | None:
         """What of the vectors' schema the database lacks (one look at its catalog), or
-        None: asked by readiness, and after a statement failed on an object that does
-        not exist, never before each request."""
+        None: asked by readiness, at start, and after a statement failed on an object
+        that does not exist, never before each request."""
         ...
 
     def nearest(
