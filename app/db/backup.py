@@ -23,6 +23,13 @@ from app.db.tables import facts
 from app.errors import EmbornalError, InvalidInput
 from app.files import publish, temp_beside
 
+# SQLite's copy is written beside the locked temporary file (TMP-copy), not in it:
+# SQLite locks its files with POSIX record locks, which meet flock's on macOS and over
+# NFS (SQLite would find its own copy busy). Named after the temporary file, the copy
+# and SQLite's -journal, -wal and -shm beside it (the -wal can hold the whole memory)
+# go with it, and after a kill the next backup to the same target sweeps them all.
+COPY = "-copy"
+
 
 @dataclass(frozen=True)
 class BackupReport:
@@ -53,11 +60,9 @@ def check_copy(conn: Any) -> None:
 def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> BackupReport | None:
     """A database server's backup is its own dump tool's (PostgreSQL: pg_dump), run
     into a private temporary file and renamed over `target` once it succeeded."""
-    tmp = temp_beside(target, force=force)
-    try:
+    with temp_beside(target, force=force) as tmp:
         command = backend(engine).dump_command(engine, tmp)
         if command is None:
-            tmp.unlink()
             return None
         argv, env = command
         started = time.perf_counter()
@@ -70,9 +75,6 @@ def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> Back
         with engine.connect() as conn:
             fact_count = conn.execute(select(func.count()).select_from(facts)).scalar_one()
         publish(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return BackupReport(
         path=target,
         size_bytes=target.stat().st_size,
@@ -105,34 +107,40 @@ def backup_database(engine: Engine, target: Path, *, force: bool = False) -> Bac
     if live and live != ":memory:" and target.resolve() == Path(live).resolve():
         raise InvalidInput("the backup cannot overwrite the live memory itself")
     started = time.perf_counter()
-    tmp = temp_beside(target, force=force)
-    try:
-        copy = connect_file(tmp)
+    with temp_beside(target, force=force) as tmp:
+        copy = Path(f"{tmp}{COPY}")
         try:
-            source = engine.raw_connection()
-            try:
-                source.dbapi_connection.backup(copy, pages=-1)  # type: ignore[union-attr]
-            finally:
-                source.close()
-            copy.execute("PRAGMA journal_mode=DELETE")
-            check_copy(copy)
-            fact_count = copy.execute("SELECT count(*) FROM facts").fetchone()[0]
-        finally:
-            copy.close()
-        with tmp.open("rb+") as fh:
-            os.fsync(fh.fileno())
-        publish(tmp, target)
-    except BaseException as exc:
-        for leftover in (tmp, Path(f"{tmp}-journal"), Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            leftover.unlink(missing_ok=True)
-        if isinstance(exc, sqlean.Error | OSError):
+            fact_count = _online_copy(engine, copy)
+            publish(copy, target)
+        except (sqlean.Error, OSError) as exc:
             # The copy could not be written (a full disk is SQLITE_FULL or ENOSPC): one
             # line for the console, and nothing left under the final name or beside it.
-            raise EmbornalError(f"the backup to {target} failed: {_write_failure(exc)}") from None
-        raise
+            failure = _write_failure(exc)
+            raise EmbornalError(f"the backup to {target} failed: {failure}") from None
     return BackupReport(
         path=target,
         size_bytes=target.stat().st_size,
         facts=int(fact_count),
         seconds=time.perf_counter() - started,
     )
+
+
+def _online_copy(engine: Engine, path: Path) -> int:
+    """SQLite's online backup of the memory into a new file, checked and synced: its facts."""
+    # Made 0600 before SQLite opens it: SQLite would make it (and its -wal) 0644.
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    copy = connect_file(path)
+    try:
+        source = engine.raw_connection()
+        try:
+            source.dbapi_connection.backup(copy, pages=-1)  # type: ignore[union-attr]
+        finally:
+            source.close()
+        copy.execute("PRAGMA journal_mode=DELETE")
+        check_copy(copy)
+        fact_count = int(copy.execute("SELECT count(*) FROM facts").fetchone()[0])
+    finally:
+        copy.close()
+    with path.open("rb+") as fh:
+        os.fsync(fh.fileno())
+    return fact_count

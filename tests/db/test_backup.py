@@ -18,6 +18,7 @@ from app.services.facts import NewFact
 from app.settings import Settings
 from app.usecases.memory import Memory
 from tests.services.test_transfer import vector
+from tests.test_files import held, leftover
 
 
 def test_backup_while_another_thread_writes(rt: Runtime, actor, tmp_path: Path) -> None:
@@ -116,3 +117,34 @@ def test_a_closed_memory_is_whole_in_memory_db_alone(settings: Settings, tmp_pat
         assert copy.execute("SELECT count(*) FROM facts").fetchone()[0] == before + 20
     finally:
         copy.close()
+
+
+def killed_backup(directory: Path, target: str, random: str = "deadbeef") -> list[Path]:
+    """What a backup killed mid-copy leaves beside `target`: its locked temporary file,
+    unlocked now, and the copy with SQLite's files (the -wal holding the memory)."""
+    tmp = leftover(directory, target, random)
+    companions = [Path(f"{tmp}-copy{suffix}") for suffix in ("", "-journal", "-wal", "-shm")]
+    for path in companions:
+        path.write_bytes(b"\0" * 4096)
+    return [tmp, *companions]
+
+
+def test_a_killed_backups_files_go_with_the_next_backup(rt: Runtime, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    killed_backup(tmp_path, "copy.db")
+    killed_backup(tmp_path, "copy.db", "k1lled_2")
+    report = backup_database(rt.engine, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]
+    assert report.facts == 7 and stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_a_running_backups_files_stay(rt: Runtime, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    running = killed_backup(tmp_path, "copy.db")
+    other = killed_backup(tmp_path, "other.db")
+    with held(running[0]):
+        backup_database(rt.engine, target)
+        assert all(path.exists() for path in running)
+    backup_database(rt.engine, target, force=True)  # its writer is gone now
+    assert not any(path.exists() for path in running)
+    assert all(path.exists() for path in other)
