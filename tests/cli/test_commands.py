@@ -13,13 +13,18 @@ import pytest
 pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
 
 
-def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def env_for(home: Path) -> dict[str, str]:
+    """The environment of an `embornal` on `home`: no model, the test width."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBORNAL_", "XDG_"))}
     env |= {"HOME": str(home), "EMBORNAL_EMBEDDING__MODEL": "none"}
     env["EMBORNAL_EMBEDDING__WIDTH"] = "16"
+    return env
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
-        env=env,
+        env=env_for(home),
         capture_output=True,
         text=True,
         timeout=60,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_commands import run
+from tests.cli.test_commands import env_for, run
 
 pytestmark = pytest.mark.slow  # starts processes (make test-fast leaves it out)
 
@@ -50,6 +52,66 @@ def test_backup_export_import_round_trip(tmp_path: Path) -> None:
     assert run(target, "memory", "export").stdout == exported.stdout
     second = run(target, "memory", "import", str(dump))
     assert second.returncode == 0 and second.stdout.startswith("merge: 0 facts added, 9 already")
+
+
+# `embornal memory backup` that stops once SQLite's online backup is done, while the copy
+# is still in its -wal (the whole memory), says so, and waits to be killed.
+STALLED_BACKUP = """
+import sys
+import sqlean
+from app.cli import main
+from app.db import backup
+from app.db.engine import set_up_connection
+
+class Stalls(sqlean.Connection):
+    def execute(self, sql, *args):
+        if sql == "PRAGMA journal_mode=DELETE":
+            print("copied", flush=True)
+            sys.stdin.read()
+        return super().execute(sql, *args)
+
+def connect_file(path):
+    conn = sqlean.connect(
+        str(path), isolation_level=None, check_same_thread=False, factory=Stalls
+    )
+    set_up_connection(conn)
+    return conn
+
+backup.connect_file = connect_file
+main()
+"""
+
+
+def test_a_backup_killed_mid_copy_is_swept_by_the_next(tmp_path: Path) -> None:
+    """SIGKILL leaves the hidden copy and its -wal; the next backup to the same file
+    removes them, and its own copy is whole."""
+    home = tmp_path / "home"
+    assert run(home, "memory", "store", "/projects/x", "the sky is blue").returncode == 0
+    copy = tmp_path / "copy.db"
+    stalled = subprocess.Popen(
+        [sys.executable, "-c", STALLED_BACKUP, "memory", "backup", str(copy)],
+        env=env_for(home),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert stalled.stdout is not None
+    try:
+        assert stalled.stdout.readline() == "copied\n"
+    finally:
+        stalled.kill()
+        stalled.wait(timeout=30)
+    left = {p.name: p.stat().st_size for p in tmp_path.iterdir() if p.name != "home"}
+    [wal] = [name for name in left if name.endswith("-copy-wal")]
+    assert wal.startswith(".copy.db.") and "copy.db" not in left
+
+    again = run(home, "memory", "backup", str(copy))
+    assert again.returncode == 0, again.stderr
+    assert "backed up 8 facts" in again.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db", "home"]
+    assert left[wal] > copy.stat().st_size  # it held the whole memory
+    with sqlite3.connect(copy) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 @pytest.mark.parametrize(
