@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from app.dirs import make_private_dir
 from app.errors import ConfigError
+from app.files import locked_temp
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -124,32 +125,35 @@ def _create_secret_file(path: Path) -> None:
     text = (secrets.token_urlsafe(GENERATED_SECRET_BYTES) + "\n").encode("ascii")
     # Write a private temporary file, then hard-link it into place: the link either
     # appears with the whole key in it or fails because another process won, so no
-    # reader ever sees a half-written file and nobody overwrites a key in use.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    # reader ever sees a half-written file and nobody overwrites a key in use. The
+    # temporary file is locked while it lives (app.files): one that a start killed
+    # before its key was in place left goes when the next start makes the key.
     try:
         make_private_dir(path.parent)
-        _write_new(tmp, text)
-        try:
-            os.link(tmp, path)
-            logger.info("created the token signing key %s", path)
-        except FileExistsError:
-            pass  # another process created it first; use theirs
-        except OSError:
-            # Some filesystems (certain network and FUSE mounts) have no hard links:
-            # fall back to an exclusive create, which is still never an overwrite.
-            with contextlib.suppress(FileExistsError):
-                _write_new(path, text)
+        with locked_temp(path) as tmp:
+            _write(os.open(tmp, os.O_WRONLY), text)
+            try:
+                os.link(tmp, path)
                 logger.info("created the token signing key %s", path)
+            except FileExistsError:
+                pass  # another process created it first; use theirs
+            except OSError:
+                # Some filesystems (certain network and FUSE mounts) have no hard links:
+                # fall back to an exclusive create, which is still never an overwrite.
+                with contextlib.suppress(FileExistsError):
+                    _write_new(path, text)
+                    logger.info("created the token signing key %s", path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot create the secret file: {exc.strerror}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def _write_new(path: Path, data: bytes) -> None:
     # O_EXCL: fail rather than follow or reuse anything already at this path.
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+    _write(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), data)
+
+
+def _write(fd: int, data: bytes) -> None:
+    with os.fdopen(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())

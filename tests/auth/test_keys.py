@@ -36,6 +36,15 @@ def test_secret_file_created_0600_and_reused(settings_with, tmp_path):
 
 
 @posix_only
+def test_a_killed_starts_temporary_key_goes_when_the_key_is_made(settings_with, tmp_path):
+    settings = settings_with()
+    left = tmp_path / ".jwt-secret.deadbeef.tmp"  # as a start killed mid-write leaves it
+    left.write_text("half a key")
+    ensure_secret(settings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jwt-secret"]
+
+
+@posix_only
 def test_secret_parent_dir_created_0700(tmp_path):
     config_dir = tmp_path / "cfg" / "embornal"
     settings = Settings(dirs=Dirs(config_dir, tmp_path, tmp_path))
