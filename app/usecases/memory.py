@@ -41,6 +41,7 @@ from app.embeddings import catalog
 from app.embeddings.base import Embedder
 from app.embeddings.catalog import NO_MODEL
 from app.errors import Conflict, Forbidden, InvalidInput, Unavailable, invalid, is_public
+from app.files import sweep_stale_temps
 from app.rules import (
     LOCAL_SUBJECT,
     MAX_SIMILAR,
@@ -1313,6 +1314,9 @@ def backup_file(settings: Settings, target: Path, *, force: bool = False) -> Bac
     if target.is_dir():
         # A folder (the container's /backups mount): a new file in it, named by the time.
         kind = "dump" if settings.database.url is not None else "db"
+        # Each backup there has a name of its own, so none is the same target as one
+        # killed before it: the temporary files of every name made so are swept.
+        sweep_stale_temps(target, f"memory-????????T??????Z.{kind}")
         target = target / f"memory-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.{kind}"
     engine = open_engine(settings)
     try:

@@ -16,7 +16,7 @@ from app.runtime import Runtime, open_runtime
 from app.services import facts as fact_service
 from app.services.facts import NewFact
 from app.settings import Settings
-from app.usecases.memory import Memory
+from app.usecases.memory import Memory, backup_file
 from tests.services.test_transfer import vector
 from tests.test_files import held, leftover
 
@@ -148,3 +148,20 @@ def test_a_running_backups_files_stay(rt: Runtime, tmp_path: Path) -> None:
     backup_database(rt.engine, target, force=True)  # its writer is gone now
     assert not any(path.exists() for path in running)
     assert all(path.exists() for path in other)
+
+
+def test_a_backup_into_a_folder_sweeps_the_killed_ones_of_any_time(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """`memory backup /backups` names each copy by the time: a killed one's files are
+    another target's, so the folder's next backup sweeps those of every such name."""
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    killed = killed_backup(folder, "memory-20261205T143000Z.db")
+    running = killed_backup(folder, "memory-20261206T143000Z.db")
+    others = killed_backup(folder, "notes-20261205T143000Z.db")
+    with held(running[0]):
+        report = backup_file(settings, folder)
+    assert report.path.parent == folder and report.path.name.startswith("memory-")
+    assert not any(path.exists() for path in killed)
+    assert all(path.exists() for path in running + others)
