@@ -57,30 +57,17 @@ def check_copy(conn: Any) -> None:
         raise EmbornalError(f"the copy's keyword index failed its check: {exc}") from None
 
 
-def _dump_with_server_tool(engine: Engine, target: Path, *, force: bool) -> BackupReport | None:
-    """A database server's backup is its own dump tool's (PostgreSQL: pg_dump), run
-    into a private temporary file and renamed over `target` once it succeeded."""
-    with temp_beside(target, force=force) as tmp:
-        command = backend(engine).dump_command(engine, tmp)
-        if command is None:
-            return None
-        argv, env = command
-        started = time.perf_counter()
-        done = subprocess.run(
-            argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            first = (done.stderr.strip().splitlines() or ["no message"])[0]
-            raise EmbornalError(f"{Path(argv[0]).name} failed: {first}")
-        with engine.connect() as conn:
-            fact_count = conn.execute(select(func.count()).select_from(facts)).scalar_one()
-        publish(tmp, target)
-    return BackupReport(
-        path=target,
-        size_bytes=target.stat().st_size,
-        facts=int(fact_count),
-        seconds=time.perf_counter() - started,
+def _dump_with_server_tool(engine: Engine, argv: list[str], env: dict[str, str]) -> int:
+    """A database server's backup is its own dump tool's (PostgreSQL: pg_dump): run it;
+    the facts the memory holds."""
+    done = subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, check=False
     )
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ["no message"])[0]
+        raise EmbornalError(f"{Path(argv[0]).name} failed: {first}")
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(facts)).scalar_one())
 
 
 def _write_failure(exc: BaseException) -> str:
@@ -92,25 +79,21 @@ def _write_failure(exc: BaseException) -> str:
 
 
 def backup_database(engine: Engine, target: Path, *, force: bool = False) -> BackupReport:
-    """Copy the live memory to `target` with SQLite's online backup, then check the copy.
-
-    The copy is taken in one step (pages=-1): a stepwise backup restarts whenever
-    another connection writes, and might never finish under a busy server. One step
-    reads one snapshot; in WAL mode writers go on meanwhile. The copy is switched to
-    a rollback journal so that it is one self-contained file. On PostgreSQL the copy
-    is a pg_dump archive (custom format, for pg_restore), or it says how to take one.
-    """
-    dumped = _dump_with_server_tool(engine, target, force=force)
-    if dumped is not None:
-        return dumped
+    """Copy the live memory to `target` (`write_copy`), beside it under a temporary name
+    and renamed over it once whole and checked."""
     live = engine.url.database
-    if live and live != ":memory:" and target.resolve() == Path(live).resolve():
+    if (
+        engine.dialect.name == "sqlite"
+        and live
+        and live != ":memory:"
+        and target.resolve() == Path(live).resolve()
+    ):
         raise InvalidInput("the backup cannot overwrite the live memory itself")
     started = time.perf_counter()
     with temp_beside(target, force=force) as tmp:
         copy = Path(f"{tmp}{COPY}")
         try:
-            fact_count = _online_copy(engine, copy)
+            fact_count = write_copy(engine, copy)
             publish(copy, target)
         except (sqlean.Error, OSError) as exc:
             # The copy could not be written (a full disk is SQLITE_FULL or ENOSPC): one
@@ -120,15 +103,32 @@ def backup_database(engine: Engine, target: Path, *, force: bool = False) -> Bac
     return BackupReport(
         path=target,
         size_bytes=target.stat().st_size,
-        facts=int(fact_count),
+        facts=fact_count,
         seconds=time.perf_counter() - started,
     )
 
 
-def _online_copy(engine: Engine, path: Path) -> int:
-    """SQLite's online backup of the memory into a new file, checked and synced: its facts."""
-    # Made 0600 before SQLite opens it: SQLite would make it (and its -wal) 0644.
+def write_copy(engine: Engine, path: Path) -> int:
+    """A consistent copy of the live memory in the new file `path`, 0600; the facts it
+    holds. On SQLite, its online backup, checked and synced.
+
+    The copy is taken in one step (pages=-1): a stepwise backup restarts whenever
+    another connection writes, and might never finish under a busy server. One step
+    reads one snapshot; in WAL mode writers go on meanwhile. The copy is switched to
+    a rollback journal so that it is one self-contained file. On PostgreSQL the copy
+    is a pg_dump archive (custom format, for pg_restore), or it says how to take one.
+    """
+    # Made 0600 before SQLite (or pg_dump) opens it: either would make it 0644.
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    command = backend(engine).dump_command(engine, path)
+    if command is not None:
+        return _dump_with_server_tool(engine, *command)
+    return _online_copy(engine, path)
+
+
+def _online_copy(engine: Engine, path: Path) -> int:
+    """SQLite's online backup of the memory into the empty file `path`, checked and
+    synced: its facts."""
     copy = connect_file(path)
     try:
         source = engine.raw_connection()
