@@ -68,6 +68,8 @@ def create_app(
             app.state.verifier = verifier or TokenVerifier(settings)
             # Every front end's tokens meet the memory's list of revoked ones.
             app.state.verifier.check_revocations(memory.token_revoked)
+            # A console backup's hidden copy that a killed server left (kill -9, OOM).
+            memory.sweep_killed_sends()
             # The vector index is in memory before the server takes a request: no
             # /readyz says ready, and no first search pays for the load (~1 s at a
             # million facts: one read of facts_vec, see app.services.vector_index).

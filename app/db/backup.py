@@ -6,9 +6,12 @@ keep (seed: "A backup must hold memory.db").
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,9 @@ from app.db.dialects import backend
 from app.db.engine import connect_file
 from app.db.faults import SQLITE_FULL
 from app.db.tables import facts
+from app.dirs import make_private_dir
 from app.errors import EmbornalError, InvalidInput
-from app.files import publish, temp_beside
+from app.files import locked_temp, publish, sweep_stale_temps, temp_beside
 
 # SQLite's copy is written beside the locked temporary file (TMP-copy), not in it:
 # SQLite locks its files with POSIX record locks, which meet flock's on macOS and over
@@ -29,6 +33,8 @@ from app.files import publish, temp_beside
 # and SQLite's -journal, -wal and -shm beside it (the -wal can hold the whole memory)
 # go with it, and after a kill the next backup to the same target sweeps them all.
 COPY = "-copy"
+# The target named by the temporary files of a copy that is sent, not kept (download_copy).
+DOWNLOAD = "backup-download"
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,32 @@ def backup_database(engine: Engine, target: Path, *, force: bool = False) -> Bac
         facts=fact_count,
         seconds=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def download_copy(engine: Engine, folder: Path) -> Iterator[Path]:
+    """`write_copy` into a hidden file in `folder` that is sent, not kept (the console's
+    download): the copy (TMP-copy) of app.files' locked temporary file, removed with its
+    lock when the block ends. One whose process was killed meanwhile stays until the
+    next download copy into `folder`, or `sweep_download_copies(folder)`, removes it.
+    `folder` is made (0700) if missing."""
+    with ExitStack() as stack:
+        try:
+            make_private_dir(folder)
+            tmp = stack.enter_context(locked_temp(folder / DOWNLOAD))
+        except OSError as exc:
+            raise EmbornalError(f"cannot write in {folder}: {exc.strerror or exc}") from None
+        copy = Path(f"{tmp}{COPY}")
+        try:
+            write_copy(engine, copy)
+        except (sqlean.Error, OSError) as exc:
+            raise EmbornalError(f"the backup failed: {_write_failure(exc)}") from None
+        yield copy
+
+
+def sweep_download_copies(folder: Path) -> None:
+    """Remove the download copies in `folder` whose process is gone (killed)."""
+    sweep_stale_temps(folder, glob.escape(DOWNLOAD))
 
 
 def write_copy(engine: Engine, path: Path) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +29,6 @@ from fastapi.responses import (
     StreamingResponse,
 )
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-from starlette.background import BackgroundTask
 
 from app.auth.tokens import TokenVerifier
 from app.durations import parse_duration
@@ -711,27 +710,39 @@ def export(request: Request, signed: SignedDep) -> Response:
     )
 
 
+class SentFile(FileResponse):
+    """A FileResponse that calls `release` once it has ended, however it ended: sent
+    whole, cut off by the client (Starlette cancels the sending, or `send` raises), or
+    stopped with the server. A background task would not run after an exception."""
+
+    def __init__(self, path: Path, *, release: Callable[[], object], **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 @router.get("/backup")
 def backup(request: Request, signed: SignedDep) -> Response:
     """A consistent copy of the live memory (admin): SQLite's online backup of the file,
-    or a pg_dump archive on PostgreSQL; made in a private temporary directory that is
-    removed once the download has been sent."""
+    or a pg_dump archive on PostgreSQL. It is made beside the memory under a hidden name
+    its process holds a lock on, and removed once the download has ended (sent or cut
+    off); one a killed server left goes with the next backup here or its next start."""
     memory = memory_of(request)
-    folder = Path(tempfile.mkdtemp(prefix="embornal-backup-"))  # mode 0700
     postgres = memory.backend == "postgresql"
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = f"embornal-{stamp}.{'pgdump' if postgres else 'db'}"
+    # Open until the response has been sent: the copy and its lock outlive this function.
+    held = ExitStack()
     try:
-        memory.backup_as(signed.subject, folder / name)
+        copy = held.enter_context(memory.backup_to_send(signed.subject))
     except EmbornalError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
         return problem_page(signed, exc, back="/ui")
-    return FileResponse(
-        folder / name,
-        media_type="application/octet-stream",
-        filename=name,
-        background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
-    )
+    return SentFile(copy, release=held.close, media_type="application/octet-stream", filename=name)
 
 
 # --- writing: a new fact, and a fact's tags ------------------------------------------

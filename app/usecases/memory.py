@@ -34,7 +34,7 @@ from app.acl.model import ACTIONS, ADMIN, METRICS
 from app.auth.keys import key_source
 from app.auth.subjects import validate_subject
 from app.db import migrate
-from app.db.backup import BackupReport, backup_database
+from app.db.backup import BackupReport, backup_database, download_copy, sweep_download_copies
 from app.db.dialects import backend
 from app.db.engine import close_engine, read_transaction, write_transaction
 from app.embeddings import catalog
@@ -1230,6 +1230,20 @@ class Memory:
         self.require_admin(subject, "a backup copies the whole memory: it needs the admin role")
         return self.backup(target)
 
+    @contextmanager
+    def backup_to_send(self, subject: str) -> Iterator[Path]:
+        """A backup that is sent, not kept (the console's download; admin): made in the
+        memory's own private folder under a hidden, locked name (app.db.backup's
+        download_copy), gone when the block ends. A process killed meanwhile leaves it
+        until the next such backup, or the next server's start (`sweep_killed_sends`)."""
+        self.require_admin(subject, "a backup copies the whole memory: it needs the admin role")
+        with download_copy(self.runtime.engine, _send_folder(self.runtime.settings)) as copy:
+            yield copy
+
+    def sweep_killed_sends(self) -> None:
+        """Remove what a `backup_to_send` whose process was killed left: at a server's start."""
+        sweep_download_copies(_send_folder(self.runtime.settings))
+
     def backup(self, target: Path, *, force: bool = False) -> BackupReport:
         """A consistent copy of the live memory: SQLite's online backup of the file, or
         on PostgreSQL a pg_dump archive (custom format, for pg_restore)."""
@@ -1304,6 +1318,14 @@ def _counting_facts(
             done += 1
             if done % 256 == 0 or done == total:
                 on_progress(done, total)
+
+
+def _send_folder(settings: Settings) -> Path:
+    """Where a backup that is sent is made: beside memory.db, in the folder whose mode
+    (0700) and backups its owner manages, not /tmp; on PostgreSQL, the data directory."""
+    if settings.database.url is None:
+        return settings.database_path.parent
+    return settings.dirs.data_dir
 
 
 def backup_file(settings: Settings, target: Path, *, force: bool = False) -> BackupReport:
