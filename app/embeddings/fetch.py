@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from app import __version__
 from app.embeddings.base import ModelUnavailable
 from app.embeddings.catalog import ModelFile, ModelSpec, PackageSource
+from app.files import locked_temp, publish
 from app.settings import Settings
 
 # httpx and rich are imported when a file must be fetched: a start whose weights are in
@@ -38,6 +39,7 @@ except ImportError:  # pragma: no cover
 CHUNK = 1 << 20
 # Remembers which files were hashed already, so a start does not rehash 400 MB.
 SIDECAR = ".verified.json"
+SIDECAR_MODE = 0o644  # hashes of public files, read by whoever loads the weights
 LOCK = ".lock"
 # Seconds: a read may wait a minute (a slow hub), a connection a quarter of that.
 TIMEOUT_SECONDS, CONNECT_SECONDS = 60.0, 15.0
@@ -107,9 +109,12 @@ class _VerifiedCache:
             "mtime_ns": st.st_mtime_ns,
             "sha256": sha256,
         }
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.entries, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, self.path)
+        # Under a temporary name of its own (app.files'): a fetcher holding the lock and
+        # another process's lock-free check (_all_verified_without_writing) may record at
+        # once; with one name, either could rename the other's file away under it.
+        with locked_temp(self.path) as tmp:
+            tmp.write_text(json.dumps(self.entries, indent=1, sort_keys=True), encoding="utf-8")
+            publish(tmp, self.path, mode=SIDECAR_MODE)
 
 
 def sha256_file(path: Path) -> str:

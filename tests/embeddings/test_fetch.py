@@ -272,3 +272,42 @@ def test_status_of_a_missing_model(spec: ModelSpec, settings_with: MakeSettings)
     assert status["complete"] is False
     assert [f["present"] for f in status["files"]] == [False, False]
     assert status["files"][0]["source"] == "http://127.0.0.1:9/tiny/model.onnx"
+
+
+def test_a_lock_free_check_recording_meanwhile_does_not_break_the_locked_fetchers_record(
+    served: FileServer,
+    spec: ModelSpec,
+    settings_with: MakeSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fetcher holding the model dir's lock records a hash while another process's
+    lock-free check (a server starting) records the hashes it made: the check runs
+    between the locked fetcher's writing of its temporary file and its rename. With one
+    temporary name for both, the check renamed the locked fetcher's file away and its
+    rename failed (FileNotFoundError: the pull or the start failed)."""
+    settings = settings_with(hub_url=served.url, download=True)
+    model_dir = ensure_model_files(spec, settings, progress=False)
+    for name in ("model.onnx", "tokenizer.json"):  # copies the sidecar no longer knows
+        st = (model_dir / name).stat()
+        os.utime(model_dir / name, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    real = os.replace
+    checks: list[bool] = []
+
+    def the_check_first(src, dst) -> None:
+        monkeypatch.setattr(os, "replace", real)
+        other = fetch._Fetcher(spec, settings, download=False, progress=False)
+        checks.append(other._all_verified_without_writing())
+        real(src, dst)
+
+    locked = fetch._VerifiedCache(model_dir)
+    target = model_dir / "model.onnx"
+    with fetch._locked(model_dir):
+        sha = fetch.sha256_file(target)
+        monkeypatch.setattr(os, "replace", the_check_first)
+        locked.record(target, sha)
+    assert checks == [True]
+    assert fetch._VerifiedCache(model_dir).knows(target, sha)
+    assert sorted(p.name for p in model_dir.iterdir() if p.name.startswith(".")) == [
+        ".lock",
+        SIDECAR,
+    ]
