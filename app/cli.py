@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from app import __version__
 from app.dirs import Dirs, move_legacy_files, resolve_dirs
-from app.errors import EmbornalError
+from app.errors import Conflict, EmbornalError
 from app.identifiers import for_display
 from app.rules import LIST_SORTS, LOCAL_SUBJECT, MODES, ON_DUPLICATE
 
@@ -589,7 +589,10 @@ def memory_store(
     # Checked before the memory is opened: bad input creates no file and loads no model.
     (item,) = check_facts([raw], settings().limits)
     with memory(load_model=True) as mem:
-        fact = mem.store(ME, item, on_duplicate=duplicates)
+        try:
+            fact = mem.store(ME, item, on_duplicate=duplicates)
+        except Conflict as exc:
+            raise refused_as_duplicate(exc) from None
         problem = mem.runtime.model_problem if settings().embedding.model != "none" else None
         tell_fallback(mem)
     emit_json(fact) if as_json else show_fact(fact)
@@ -603,6 +606,21 @@ def memory_store(
         typer.echo(
             f"note: the fact waits for an embedding model: {problem}. {offline_hint()}", err=True
         )
+
+
+def refused_as_duplicate(exc: Conflict) -> Conflict:
+    """A `--on-duplicate refuse` store's refusal in the command line's own words: the use
+    case's sentence names REST's and MCP's parameters (supersedes_id, on_duplicate)."""
+    similar = exc.extensions.get("similar")
+    if not similar:
+        return exc
+    hit = similar[0]
+    return Conflict(
+        f"this fact is similar to fact {hit['id']} at {hit['path']} (cosine "
+        f"{hit['cosine']:.2f}): store it with --supersedes {hit['id']} to correct that fact, "
+        "or without --on-duplicate refuse to keep both",
+        extensions=exc.extensions,
+    )
 
 
 @memory_app.command("get")

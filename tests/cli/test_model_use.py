@@ -1,8 +1,11 @@
 """`embornal model use NAME` writes the two keys into the owner's config.yaml and leaves
-the rest of it as written (tests/test_config_edit.py holds the cases of the edit)."""
+the rest of it as written (tests/test_config_edit.py holds the cases of the edit); and,
+with the model it switched to, a store refused as a duplicate is told in the command
+line's words."""
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
@@ -81,3 +84,20 @@ def test_model_use_adds_the_section_a_config_lacks(home_env: Path, tiny_model: M
     switched = use(TINY)
     assert switched.exit_code == 0, switched.output
     assert config.read_text() == text + f"embedding:\n  model: {TINY}\n  width: {TINY_WIDTH}\n"
+
+
+def test_a_refused_duplicate_is_told_in_the_command_lines_words(
+    home_env: Path, tiny_model: ModelSpec
+) -> None:
+    """The use case's refusal names REST's parameters; the command line names its flags."""
+    assert use(TINY).exit_code == 0  # the test memory moved to the tiny model
+    store = ["memory", "store", "/home/net", "The router's admin page is on port 8081."]
+    first = CliRunner().invoke(cli.app, [*store, "--json"])
+    assert first.exit_code == 0, first.output
+    refused = CliRunner().invoke(cli.app, [*store, "--on-duplicate", "refuse"])
+    assert refused.exit_code == 1
+    told = str(refused.exception)  # what `embornal` prints on its one error line
+    fact_id = json.loads(first.stdout)["id"]
+    assert f"--supersedes {fact_id} to correct that fact" in told
+    assert "without --on-duplicate refuse" in told
+    assert "supersedes_id" not in told and "on_duplicate=" not in told
