@@ -292,3 +292,53 @@ def test_stdio_stopped_by_sigterm_folds_the_wal_into_the_memory(tmp_path: Path) 
 
     with sqlite3.connect(home / "memory.db") as copy:
         assert copy.execute("SELECT count(*) FROM facts WHERE content = 'kept whole'").fetchone()
+
+
+def test_stdio_answers_every_request_read_before_stdin_closes(tmp_path: Path) -> None:
+    """A script that pipes a whole session and closes stdin at once gets every answer: at
+    stdin's end the SDK cancels the handlers still running and drops their answers, so
+    `embornal mcp` holds the end back until the requests it read are answered."""
+    import json
+    import subprocess
+
+    home = tmp_path / "home"
+    home.mkdir()
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    session = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "search_facts", "arguments": {"query": "memory"}},
+        },
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "whoami", "arguments": {}},
+        },
+    ]
+    # communicate() writes it all, then closes stdin: no answer is awaited in between.
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "mcp"],
+        env=cli_env(home, "none"),
+        cwd=str(ROOT),
+        input="".join(json.dumps(message) + "\n" for message in session),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    answers = {answer["id"]: answer for answer in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4], done.stderr
+    assert answers[2]["result"]["isError"] is False, answers[2]
+    assert answers[4]["result"]["structuredContent"]["subject"] == "default", answers[4]
+    assert {tool["name"] for tool in answers[3]["result"]["tools"]} == TOOLS
