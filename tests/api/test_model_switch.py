@@ -1,7 +1,13 @@
-"""A running server follows `embornal model use` done from the command line."""
+"""A running server follows `embornal model use` done from the command line.
+
+The server's config names a model (the default, its files not here, so none is loaded):
+a process configured with `embedding.model: none` follows no switch at all
+(tests/api/test_no_model_by_config.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,9 +16,18 @@ from typer.testing import CliRunner
 
 from app import cli
 from app.embeddings.catalog import ModelSpec
-from app.settings import Settings
+from app.runtime import Runtime
+from app.settings import EmbeddingSettings, Settings
 from tests.api.conftest import Auth
-from tests.conftest import TINY, TINY_WIDTH
+from tests.conftest import TEST_WIDTH, TINY, TINY_WIDTH, same_memory
+
+CONFIGURED = EmbeddingSettings().model
+
+
+@pytest.fixture
+def settings(home: Path, fresh_memory: Callable[[Path], Settings]) -> Settings:
+    """The server's settings name a model, at the memory's width: it follows switches."""
+    return same_memory(fresh_memory(home), embedding={"model": CONFIGURED, "width": TEST_WIDTH})
 
 
 @pytest.fixture
@@ -29,10 +44,11 @@ def cli_env(home: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_server_loads_the_model_the_cli_switched_to(
-    client: TestClient, auth: Auth, tiny_model: ModelSpec, cli_env: None
+    client: TestClient, auth: Auth, rt: Runtime, tiny_model: ModelSpec, cli_env: None
 ) -> None:
+    rt.load_model(download=False)  # as `serve` does: its files are not here
     before = client.get("/readyz").json()["model"]
-    assert before == {"loaded": False, "name": None, "reason": "no model loaded"}
+    assert before["loaded"] is False and before["name"] == CONFIGURED, before
 
     switched = CliRunner().invoke(cli.app, ["model", "use", TINY])
     assert switched.exit_code == 0, switched.output

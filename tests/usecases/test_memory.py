@@ -5,9 +5,10 @@ from __future__ import annotations
 from app.db import migrate
 from app.db.engine import write_transaction
 from app.embeddings.fake import FakeEmbedder
-from app.runtime import Runtime
+from app.runtime import Runtime, open_runtime
+from app.settings import EmbeddingSettings, Settings
 from app.usecases.memory import Check, Memory, ModelState, NewFact, Readiness
-from tests.conftest import TEST_WIDTH, TINY
+from tests.conftest import TEST_WIDTH, TINY, same_memory
 
 
 def test_readiness_names_the_model_and_says_the_index_is_loaded(rt: Runtime) -> None:
@@ -27,17 +28,23 @@ def test_readiness_names_the_model_and_says_the_index_is_loaded(rt: Runtime) -> 
 
 
 def test_a_model_the_memory_names_but_cannot_load_is_a_reason_not_a_failure(
-    rt: Runtime,
+    settings: Settings,
 ) -> None:
-    # Another process switched the memory to a model whose files are not here.
-    with write_transaction(rt.engine) as conn:
-        migrate.record_model(conn, TINY)
-    memory = Memory(rt)
-    model = memory.readiness().model
-    assert (model.loaded, model.name) == (False, TINY)
-    assert model.reason is not None and model.reason.startswith("unknown embedding model")
-    # Stores go on, and the fact waits for a model.
-    assert memory.store("default", NewFact("/r", "still stored")).embedded is False
+    # A process configured with a model (not `none`, which follows nothing) ...
+    named = same_memory(settings, embedding={"model": EmbeddingSettings().model})
+    rt = open_runtime(named)
+    try:
+        # ... and another process switched the memory to a model whose files are not here.
+        with write_transaction(rt.engine) as conn:
+            migrate.record_model(conn, TINY)
+        memory = Memory(rt)
+        model = memory.readiness().model
+        assert (model.loaded, model.name) == (False, TINY)
+        assert model.reason is not None and model.reason.startswith("unknown embedding model")
+        # Stores go on, and the fact waits for a model.
+        assert memory.store("default", NewFact("/r", "still stored")).embedded is False
+    finally:
+        rt.close()
 
 
 def test_gauges_count_every_fact_whoever_may_read_it(rt: Runtime) -> None:
