@@ -21,7 +21,7 @@ from app.db.dialects import VectorsMissing, backend
 from app.db.engine import close_engine, make_engine, read_transaction, write_transaction
 from app.embeddings import loader
 from app.embeddings.base import Embedder
-from app.embeddings.catalog import CATALOG, OFFLINE_MODEL
+from app.embeddings.catalog import CATALOG, NO_MODEL, OFFLINE_MODEL
 from app.embeddings.loader import LoadedModel
 from app.embeddings.query_cache import QueryCache
 from app.errors import ConfigError, StartupError
@@ -82,12 +82,27 @@ class Runtime:
 
     @property
     def model_problem(self) -> str | None:
-        """Why there is no embedder, for readiness."""
-        return self.model.problem
+        """Why there is no embedder, for readiness and a search by meaning: with none
+        configured, that config chose none, whether or not this process loaded."""
+        return self.problem_of(self.model)
 
     @model_problem.setter
     def model_problem(self, problem: str | None) -> None:
         self.model = LoadedModel(self.model.name, self.model.embedder, problem)
+
+    def problem_of(self, model: LoadedModel) -> str | None:
+        """model_problem for `model`, a snapshot of self.model a caller took."""
+        if model.embedder is None and model.problem is None and self.no_model_configured:
+            return loader.NO_MODEL_REASON
+        return model.problem
+
+    @property
+    def no_model_configured(self) -> bool:
+        """Whether config.yaml or EMBORNAL_EMBEDDING__MODEL says `none`: the owner's
+        choice for this process, which then loads no model and follows none (not even
+        the one the memory's vectors come from). The default is a named model, and no
+        fallback or switch ever sets `none`, so the settings say it only when asked."""
+        return self.settings.embedding.model == NO_MODEL
 
     def verify_width(self) -> None:
         """Stop (StartupError) unless config, meta and the loaded model agree on the width."""
@@ -97,7 +112,10 @@ class Runtime:
     def model_is_current(self, conn: Connection) -> bool:
         """Whether the memory (as `conn` sees it) names the loaded model, or none: a
         search checks this in its own snapshot instead of a read of its own before
-        embedding, and follows a switch only when there was one."""
+        embedding, and follows a switch only when there was one. With no model by
+        configuration there is nothing to follow: always current."""
+        if self.no_model_configured:
+            return True
         wanted = migrate.stored_model(conn)
         return wanted is None or wanted == self.model.name
 
@@ -107,8 +125,11 @@ class Runtime:
         `embornal model use` records its model in meta (with the new width) while a
         server runs; this sees it on the server's next call and loads that model,
         outside any transaction, with the new width. One read of meta a call: a
-        switch costs the one request that loads.
+        switch costs the one request that loads. A process configured with no model
+        (`embedding.model: none`) follows nothing: it reads nothing and loads nothing.
         """
+        if self.no_model_configured:
+            return
         with read_transaction(self.engine) as conn:
             wanted = migrate.stored_model(conn)
             width = migrate.stored_width(conn)
@@ -156,8 +177,18 @@ class Runtime:
         model named in config.yaml or EMBORNAL_EMBEDDING__* (model or width) is used as
         named; older builds recorded no model, and then the width names it when one
         catalog model has it.
+
+        With `embedding.model: none` no model is taken, but the width is the memory's:
+        there is no model whose width could disagree with its vectors, so a memory that
+        holds some opens (keyword search; stored facts wait for a process with a model).
         """
         embedding = self.settings.embedding
+        if embedding.model == NO_MODEL:
+            with read_transaction(self.engine) as conn:
+                width = migrate.stored_width(conn)
+            if width is not None and width != embedding.width:
+                self.settings = self._with_model(NO_MODEL, width)
+            return
         if {"model", "width"} & embedding.model_fields_set:
             return
         with read_transaction(self.engine) as conn:

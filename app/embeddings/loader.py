@@ -17,6 +17,10 @@ from app.embeddings.catalog import NO_MODEL, get_spec
 from app.errors import ConfigError
 from app.settings import Settings
 
+# Why a process configured with `embedding.model: none` has no model (readiness, a
+# search by meaning): the owner's choice, not a failure.
+NO_MODEL_REASON = "no embedding model is configured (embedding.model: none)"
+
 
 @dataclass(frozen=True)
 class LoadedModel:
@@ -42,7 +46,7 @@ def load_model(
     """
     name = settings.embedding.model
     if name == NO_MODEL:
-        return LoadedModel(name, problem="no embedding model is configured (embedding.model: none)")
+        return LoadedModel(name, problem=NO_MODEL_REASON)
     started = time.perf_counter()
     try:
         embedder = load_embedder(settings, progress=progress, download=download)

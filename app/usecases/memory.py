@@ -1157,7 +1157,7 @@ class Memory:
             ModelState(
                 model.embedder is not None,
                 named,
-                None if model.embedder is not None else model.problem or "no model loaded",
+                None if model.embedder is not None else rt.problem_of(model) or "no model loaded",
             ),
             index,
         )
