@@ -1036,7 +1036,14 @@ def model_info_command(
     if name is None:
         with memory() as mem:
             recorded = mem.recorded_model()
-        if recorded not in (None, info["name"]):
+        if recorded is not None and info["name"] == "none":
+            # `none` is this process's choice: it embeds with no model, the memory's either.
+            typer.echo(
+                f"this memory's vectors come from {recorded}; with embedding.model: none "
+                "this process searches by keyword only and stored facts wait for "
+                "embedding. The configured model:"
+            )
+        elif recorded not in (None, info["name"]):
             # The memory's own model (a fallback, or a switch by another process) is in use.
             typer.echo(
                 f"this memory embeds with {recorded} (see `embornal model info {recorded}`); "

@@ -14,6 +14,8 @@ from typer.testing import CliRunner, Result
 
 from app import cli
 from app.embeddings.catalog import ModelSpec
+from app.embeddings.loader import NO_MODEL_REASON
+from app.errors import EmbornalError
 from app.settings import Settings
 from tests.conftest import TEST_WIDTH, TINY, TINY_WIDTH
 
@@ -101,3 +103,54 @@ def test_a_refused_duplicate_is_told_in_the_command_lines_words(
     assert f"--supersedes {fact_id} to correct that fact" in told
     assert "without --on-duplicate refuse" in told
     assert "supersedes_id" not in told and "on_duplicate=" not in told
+
+
+def run(*args: str) -> Result:
+    cli.state.settings = None  # each invocation is a new command
+    return CliRunner().invoke(cli.app, list(args))
+
+
+def refusal(result: Result) -> str:
+    """What `embornal` prints as the error of a command that failed (app.cli.main)."""
+    assert isinstance(result.exception, EmbornalError), result.output
+    return result.exception.detail
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # `none` alone: its default width (768) is not the memory's 32.
+        pytest.param("embedding:\n  model: none\n", id="file"),
+        # The file `model use` wrote (the memory's model and width), overridden.
+        pytest.param(None, id="variable"),
+    ],
+)
+def test_no_model_configured_on_a_memory_with_vectors_searches_by_keyword(
+    home_env: Path, tiny_model: ModelSpec, monkeypatch: pytest.MonkeyPatch, config: str | None
+) -> None:
+    """Before: `none` alone stopped every command on the width check (whose advice,
+    `memory reindex --rebuild`, then failed for want of a model), and `none` at the
+    memory's width loaded the model the memory names and searched hybrid."""
+    assert use(TINY).exit_code == 0
+    assert run("memory", "store", "/home", "the kettle on the stove is blue").exit_code == 0
+    if config is None:
+        monkeypatch.setenv("EMBORNAL_EMBEDDING__MODEL", "none")
+    else:
+        (home_env / "config.yaml").write_text(config)
+
+    found = run("memory", "search", "kettle")
+    assert found.exit_code == 0, found.output
+    assert "1 found (keyword search)" in found.output
+    for mode in ("semantic", "hybrid"):
+        refused = refusal(run("memory", "search", "kettle", "--mode", mode))
+        assert refused == f"{mode} search needs an embedding model: {NO_MODEL_REASON}"
+    stored = run("memory", "store", "/home", "the pot is red", "--json")
+    assert stored.exit_code == 0, stored.output
+    assert '"embedded": false' in stored.output
+    info = run("model", "info")
+    assert info.exit_code == 0, info.output
+    assert "name: none" in info.output and f"vectors come from {TINY}" in info.output
+    # A rebuild still needs a model, and says so (no width disagreement sends one here).
+    assert refusal(run("memory", "reindex", "--rebuild")) == (
+        f"no model to embed with: {NO_MODEL_REASON}"
+    )
