@@ -175,8 +175,8 @@ class Runtime:
         checks is the memory's: a memory that moved to the offline model (load_model)
         stays there, and `model info` or `memory list` open it like `serve` does. A
         model named in config.yaml or EMBORNAL_EMBEDDING__* (model or width) is used as
-        named; older builds recorded no model, and then the width names it when one
-        catalog model has it.
+        named, at the catalog's width unless one is given; older builds recorded no
+        model, and then the width names it when one catalog model has it.
 
         With `embedding.model: none` no model is taken, but the width is the memory's:
         there is no model whose width could disagree with its vectors, so a memory that
@@ -189,7 +189,14 @@ class Runtime:
             if width is not None and width != embedding.width:
                 self.settings = self._with_model(NO_MODEL, width)
             return
-        if {"model", "width"} & embedding.model_fields_set:
+        if "width" in embedding.model_fields_set:
+            return
+        if "model" in embedding.model_fields_set:
+            # A catalog model named without a width has its own: `model: minilm-l6` alone
+            # is 384-d, not the default model's 768.
+            spec = CATALOG.get(embedding.model)
+            if spec is not None and spec.width != embedding.width:
+                self.settings = self._with_model(embedding.model, spec.width)
             return
         with read_transaction(self.engine) as conn:
             recorded = migrate.stored_model(conn)

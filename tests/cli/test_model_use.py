@@ -154,3 +154,19 @@ def test_no_model_configured_on_a_memory_with_vectors_searches_by_keyword(
     assert refusal(run("memory", "reindex", "--rebuild")) == (
         f"no model to embed with: {NO_MODEL_REASON}"
     )
+
+
+def test_a_catalog_model_named_without_a_width_has_its_own(
+    home_env: Path, tiny_model: ModelSpec
+) -> None:
+    """Before: `model: NAME` alone kept the default model's width (768) and every command
+    stopped on the width check against the memory's and the model's own."""
+    assert use(TINY).exit_code == 0
+    assert run("memory", "store", "/home", "the kettle on the stove is blue").exit_code == 0
+    (home_env / "config.yaml").write_text(f"embedding:\n  model: {TINY}\n")
+    found = run("memory", "search", "kettle on the stove", "--mode", "semantic")
+    assert found.exit_code == 0, found.output
+    assert "(semantic search)" in found.output and "the kettle on the stove" in found.output
+    # A width given still counts, and disagreeing still stops the command.
+    (home_env / "config.yaml").write_text(f"embedding:\n  model: {TINY}\n  width: 64\n")
+    assert "width disagreement" in refusal(run("memory", "search", "kettle"))
