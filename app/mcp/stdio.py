@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import signal
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import mcp_types as types
@@ -53,7 +53,27 @@ class AnswersOwed:
             await self.changed.wait()
 
 
-class Inbox:
+class _Wrapper:
+    """A stream wrapped: closing it closes the inner one, as `async with` does."""
+
+    inner: Any
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class Inbox(_Wrapper):
     """stdin's messages, noting each request; its end waits for the answers owed."""
 
     def __init__(self, owed: AnswersOwed, inner: ReadStream[SessionMessage | Exception]) -> None:
@@ -83,9 +103,6 @@ class Inbox:
                 self.owed.settle(message.params.get("requestId"))  # never answered
         return item
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
     def __aiter__(self) -> Inbox:
         return self
 
@@ -95,19 +112,8 @@ class Inbox:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Inbox:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class Outbox:
+class Outbox(_Wrapper):
     """stdout's messages, settling each answer once it is handed to the writer."""
 
     def __init__(self, owed: AnswersOwed, inner: WriteStream[SessionMessage]) -> None:
@@ -120,20 +126,6 @@ class Outbox:
         finally:
             if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
                 self.owed.settle(item.message.id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> Outbox:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 async def serve_stdio(memory: Memory, subject: str = LOCAL_SUBJECT) -> bool:
