@@ -178,12 +178,15 @@ class Runtime:
         named, at the catalog's width unless one is given; older builds recorded no
         model, and then the width names it when one catalog model has it.
 
-        With `embedding.model: none` no model is taken, but the width is the memory's:
-        there is no model whose width could disagree with its vectors, so a memory that
-        holds some opens (keyword search; stored facts wait for a process with a model).
+        With `embedding.model: none` no model is taken, and unless a width is given the
+        width is the memory's: there is no model whose width could disagree with its
+        vectors, so a memory that holds some opens (keyword search; stored facts wait for
+        a process with a model). A width given is checked against the memory's, as any.
         """
         embedding = self.settings.embedding
         if embedding.model == NO_MODEL:
+            if "width" in embedding.model_fields_set:
+                return
             with read_transaction(self.engine) as conn:
                 width = migrate.stored_width(conn)
             if width is not None and width != embedding.width:

@@ -23,7 +23,7 @@ from app.errors import Unavailable
 from app.main import create_app
 from app.runtime import Runtime, open_runtime
 from app.services import embedding as embedding_service
-from app.settings import Settings
+from app.settings import EmbeddingSettings, Settings
 from app.usecases.memory import Memory, NewFact, SearchRequest
 from tests.api.conftest import Auth, assert_problem
 from tests.conftest import TEST_WIDTH, TINY, TINY_WIDTH, same_memory
@@ -47,13 +47,15 @@ def embedded(settings: Settings, tiny_model: ModelSpec) -> Settings:
 
 
 def no_model(settings: Settings, **embedding: Any) -> Settings:
-    """Settings for the memory of `settings` whose config says `embedding.model: none`."""
-    return same_memory(settings, embedding={"model": "none", **embedding})
+    """Settings for the memory of `settings` whose config says `embedding.model: none`,
+    and the width only when given (as in a config.yaml that names none and no width)."""
+    config = EmbeddingSettings(model="none", download=False, **embedding)
+    return same_memory(settings).model_copy(update={"embedding": config})
 
 
-# The config's width: the suite's 64 (not the memory's 32: the width `none` alone leaves
-# at its default disagreed too), and the memory's own.
-WIDTHS = [pytest.param({}, id="other-width"), pytest.param({"width": TINY_WIDTH}, id="its-width")]
+# The config's width: none given (its default, 768, is not the memory's 32), and the
+# memory's own.
+WIDTHS = [pytest.param({}, id="no-width"), pytest.param({"width": TINY_WIDTH}, id="its-width")]
 
 
 @pytest.fixture(params=WIDTHS)
