@@ -1009,12 +1009,9 @@ def model_use(
     # Its files first: a model that cannot be fetched leaves config.yaml and the memory
     # as they were (a config naming it would stop the next start on the width check).
     model_pull(spec.name)
-    # The two keys change; the rest of the owner's file stays as written.
-    state.settings = config = set_embedding_model(state.dirs, spec.name, spec.width)
-    if (config.embedding.model, config.embedding.width) != (spec.name, spec.width):
-        raise EmbornalError(
-            "EMBORNAL_EMBEDDING__* variables override config.yaml; unset them to switch models"
-        )
+    # The two keys change; the rest of the owner's file stays as written (nothing is
+    # written when EMBORNAL_EMBEDDING__* variables would override them).
+    state.settings = set_embedding_model(state.dirs, spec.name, spec.width)
     typer.echo(
         f"{state.dirs.config_file}: embedding.model = {spec.name}, embedding.width = {spec.width}"
     )

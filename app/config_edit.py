@@ -74,6 +74,15 @@ def set_keys(
         raise ConfigError(
             f"{path} is left as it was: the edited file would not load: {exc.detail}"
         ) from None
+    # A key an EMBORNAL_* variable overrides would not take effect: say so, write nothing.
+    given = getattr(config, section).model_dump()
+    overridden = [k for k, v in values.items() if given.get(k) != v]
+    if overridden:
+        names = ", ".join(f"EMBORNAL_{section.upper()}__{k.upper()}" for k in overridden)
+        raise ConfigError(
+            f"{path} is left as it was: {names} override{'s' if len(overridden) == 1 else ''} "
+            "config.yaml; unset them to change it"
+        )
     make_private_dir(path.parent)
     target = path.resolve()  # a link stays a link
     mode = stat.S_IMODE(target.stat().st_mode) if old is not None else PRIVATE_FILE_MODE

@@ -246,7 +246,16 @@ def test_a_failed_write_leaves_the_old_file_whole(
 
 def test_the_settings_returned_are_the_files_under_the_variables(tmp_path: Path) -> None:
     owned(tmp_path, OWNED)
-    env = {"EMBORNAL_EMBEDDING__WIDTH": "16"}
+    env = {"EMBORNAL_EMBEDDING__THREADS": "3"}
     config = set_embedding_model(dirs(tmp_path), "minilm-l6", 384, env=env)
-    assert (config.embedding.model, config.embedding.width) == ("minilm-l6", 16)
-    assert config.embedding.threads == 2 and config.server.host == "0.0.0.0"
+    assert (config.embedding.model, config.embedding.width) == ("minilm-l6", 384)
+    assert config.embedding.threads == 3 and config.server.host == "0.0.0.0"
+
+
+def test_a_key_a_variable_overrides_is_not_written(tmp_path: Path) -> None:
+    """Before: the file was written, then `model use` refused (the variable won)."""
+    config = owned(tmp_path, OWNED)
+    env = {"EMBORNAL_EMBEDDING__WIDTH": "16"}
+    with pytest.raises(ConfigError, match=r"EMBORNAL_EMBEDDING__WIDTH overrides config\.yaml"):
+        set_embedding_model(dirs(tmp_path), "minilm-l6", 384, env=env)
+    assert config.read_bytes() == OWNED.encode()
