@@ -180,8 +180,7 @@ def _set_in_mapping(
         if node.flow_style:
             edits.append(_flow_insert(node, _flow_items(missing)))
         else:
-            column = node.value[0][0].start_mark.column
-            lines = "".join(f"{' ' * column}{k}: {_scalar(v)}{newline}" for k, v in missing.items())
+            lines = _key_lines(missing, node.value[0][0].start_mark.column, newline)
             edits.append(_after_line(text, after, lines, newline))
     return edits
 
@@ -218,8 +217,7 @@ def _fill_null(
         while start > 0 and text[start - 1] == " ":
             start -= 1
         removal = (start, end, "")
-    column = key.start_mark.column + _indent_of(root)
-    lines = "".join(f"{' ' * column}{k}: {_scalar(v)}{newline}" for k, v in values.items())
+    lines = _key_lines(values, key.start_mark.column + _indent_of(root), newline)
     return [removal, _after_line(text, end, lines, newline)]
 
 
@@ -243,9 +241,12 @@ def _append(text: str, index: int, block: str) -> str:
 def _block_section(
     section: str, values: Mapping[str, Scalar], column: int, indent: int, newline: str
 ) -> str:
-    lines = [f"{' ' * column}{section}:"]
-    lines += [f"{' ' * (column + indent)}{k}: {_scalar(v)}" for k, v in values.items()]
-    return "".join(line + newline for line in lines)
+    return f"{' ' * column}{section}:{newline}" + _key_lines(values, column + indent, newline)
+
+
+def _key_lines(values: Mapping[str, Scalar], column: int, newline: str) -> str:
+    """`key: value` for each of `values`, a line each, at `column`."""
+    return "".join(f"{' ' * column}{k}: {_scalar(v)}{newline}" for k, v in values.items())
 
 
 def _indent_of(root: MappingNode) -> int:
