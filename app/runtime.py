@@ -184,7 +184,7 @@ class Runtime:
         a process with a model). A width given is checked against the memory's, as any.
         """
         embedding = self.settings.embedding
-        if embedding.model == NO_MODEL:
+        if self.no_model_configured:
             if "width" in embedding.model_fields_set:
                 return
             with read_transaction(self.engine) as conn:
