@@ -87,13 +87,8 @@ def _write_failure(exc: BaseException) -> str:
 def backup_database(engine: Engine, target: Path, *, force: bool = False) -> BackupReport:
     """Copy the live memory to `target` (`write_copy`), beside it under a temporary name
     and renamed over it once whole and checked."""
-    live = engine.url.database
-    if (
-        engine.dialect.name == "sqlite"
-        and live
-        and live != ":memory:"
-        and target.resolve() == Path(live).resolve()
-    ):
+    live = backend(engine).database_file(engine)
+    if live is not None and target.resolve() == live.resolve():
         raise InvalidInput("the backup cannot overwrite the live memory itself")
     started = time.perf_counter()
     with temp_beside(target, force=force) as tmp:

@@ -223,6 +223,10 @@ class Backend(Protocol):
         the memory is a file that embornal copies itself (SQLite's online backup)."""
         ...
 
+    def database_file(self, engine: Engine) -> Path | None:
+        """The file the memory is (SQLite), or None: in memory, or on a server."""
+        ...
+
     def database_bytes(self, engine: Engine) -> int | None:
         """Bytes the memory takes on disk, or None when it cannot be told (in memory)."""
         ...

@@ -880,6 +880,9 @@ class PostgresBackend:
             {"table": table.name, "key": key},
         )
 
+    def database_file(self, engine: Engine) -> Path | None:
+        return None  # the memory is on the server
+
     def database_bytes(self, engine: Engine) -> int | None:
         with engine.connect() as conn:
             size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()

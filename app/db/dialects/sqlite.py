@@ -202,12 +202,17 @@ class SqliteBackend:
     def after_explicit_ids(self, conn: Connection, table: Table) -> None:
         pass  # an INTEGER PRIMARY KEY goes on from the largest id by itself
 
-    def database_bytes(self, engine: Engine) -> int | None:
-        # The file and its write-ahead log, which holds commits not yet checkpointed.
+    def database_file(self, engine: Engine) -> Path | None:
         name = engine.url.database
         if not name or name == ":memory:":
             return None
-        base = Path(name)
+        return Path(name)
+
+    def database_bytes(self, engine: Engine) -> int | None:
+        # The file and its write-ahead log, which holds commits not yet checkpointed.
+        base = self.database_file(engine)
+        if base is None:
+            return None
         parts = (base.with_name(base.name + suffix) for suffix in ("", "-wal"))
         return sum(part.stat().st_size for part in parts if part.is_file())
 
